@@ -1,0 +1,97 @@
+# raygate.cluster: one Makefile for the demo, the fast inner loop and the full test suite.
+# Everything bootstraps itself on a fresh Debian/Ubuntu machine as root.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= /usr/bin/python3
+VENV := .venv
+BIN := $(VENV)/bin
+RAY_VERSION ?= 2.60.0
+UV_VERSION ?= 0.13.9
+WHEELHOUSE ?= /srv/raygate/wheelhouse
+SANDBOX := tests/sandbox/sandbox.sh
+SANDBOX_NODES ?= 3
+COLLECTIONS := .build/collections
+COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
+APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help
+help:  ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+# ---- bootstrap ---------------------------------------------------------------------------
+.build/apt.stamp:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@mkdir -p .build && touch $@
+
+$(BIN)/.stamp: requirements-dev.txt .build/apt.stamp
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@) && ln -sfn ../../../.. $@
+
+.PHONY: bootstrap
+bootstrap: $(BIN)/.stamp $(COLLECTION_LINK)  ## Debian packages, .venv with the tools, collection link
+
+$(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp: .build/apt.stamp
+	mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELHOUSE) \
+	  "ray[default]==$(RAY_VERSION)" "uv==$(UV_VERSION)"
+	touch $@
+
+.PHONY: wheelhouse
+wheelhouse: $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp  ## Ray wheels for offline installs (built once, cached)
+
+# ---- the demo ----------------------------------------------------------------------------
+.PHONY: demo
+demo: bootstrap wheelhouse  ## 3 sandbox nodes + site.yml: a real Ray cluster on this machine
+	$(SANDBOX) up $(SANDBOX_NODES)
+	$(BIN)/ansible-playbook -i inventories/sandbox site.yml
+
+.PHONY: demo-down
+demo-down: bootstrap  ## teardown.yml on the sandbox, then remove the sandbox nodes
+	if $(SANDBOX) status >/dev/null 2>&1; then $(BIN)/ansible-playbook -i inventories/sandbox teardown.yml; fi
+	$(SANDBOX) down
+
+# ---- tests -------------------------------------------------------------------------------
+.PHONY: lint
+lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint
+	$(BIN)/antsibull-changelog lint
+
+.PHONY: sanity
+sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster
+	tests/sanity/run.sh
+
+.PHONY: units
+units: bootstrap  ## unit tests (no root, no network)
+	$(BIN)/pytest -q tests/unit
+
+.PHONY: fast
+fast: lint units sanity  ## the inner loop: lint, units, sanity
+
+.PHONY: integration
+integration: bootstrap wheelhouse  ## sandbox harness tests and molecule scenarios (root)
+	$(BIN)/pytest -q tests/sandbox
+	cd $(CURDIR) && $(BIN)/molecule test --all
+
+.PHONY: test
+test: fast integration  ## everything CI runs
+
+.PHONY: clean
+clean:  ## remove build outputs (not the venv or the wheelhouse)
+	rm -rf .build tests/output

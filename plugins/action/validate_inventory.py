@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller-side validation of the whole cluster inventory (no host is contacted)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.raygate.cluster.plugins.module_utils.inventory import validate
+
+# Variables read per host, without their raygate_ prefix.
+KEYS = (
+    "ray_version",
+    "ray_extras",
+    "auth",
+    "ports",
+    "port_offset",
+    "min_worker_ports",
+    "num_cpus",
+    "num_gpus",
+    "memory",
+    "python_version_match_level",
+)
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = True
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        head_group = args.get("head_group", "ray_head")
+        worker_group = args.get("worker_group", "ray_workers")
+        defaults = args.get("defaults") or {}
+        unknown = sorted(set(defaults) - set(KEYS))
+        if unknown:
+            raise AnsibleError("validate_inventory: unknown defaults %s; known: %s" % (unknown, ", ".join(KEYS)))
+        groups = task_vars.get("groups", {})
+        heads = list(groups.get(head_group, []))
+        workers = list(groups.get(worker_group, []))
+        hostvars = {h: self._host_values(task_vars["hostvars"][h], h, defaults) for h in set(heads + workers)}
+        errors, summary = validate(head_group, heads, workers, hostvars)
+        result.update(changed=False, errors=errors, cluster=summary)
+        if errors:
+            result.update(failed=True, msg="the inventory is not a valid raygate cluster:\n- " + "\n- ".join(errors))
+        return result
+
+    @staticmethod
+    def _host_values(hv, host, defaults):
+        values = {}
+        for key in KEYS:
+            name = "raygate_" + key
+            values[key] = hv[name] if name in hv else defaults.get(key)
+        for name in ("raygate_node_ip", "ansible_host"):
+            if name in hv and hv[name]:
+                values["node_ip"] = hv[name]
+                break
+        else:
+            values["node_ip"] = host
+        return values

@@ -1,0 +1,73 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Pure functions over Ray's state API answer (``GET /api/v0/nodes``)."""
+
+from __future__ import annotations
+
+
+def node_rows(payload):
+    """The node dicts inside the state API envelope (``data.result.result``)."""
+    if not isinstance(payload, dict):
+        return []
+    data = payload.get("data", payload)
+    result = data.get("result", data) if isinstance(data, dict) else data
+    rows = result.get("result", []) if isinstance(result, dict) else result
+    return rows if isinstance(rows, list) else []
+
+
+def normalize(row):
+    resources = row.get("resources_total") or {}
+    return {
+        "node_id": row.get("node_id"),
+        "ip": row.get("node_ip"),
+        "name": row.get("node_name"),
+        "is_head": bool(row.get("is_head_node")),
+        "state": row.get("state"),
+        "resources": resources,
+        "labels": row.get("labels") or {},
+    }
+
+
+def summarize(payload, expected=(), wait_nodes=0, wait_gpus=0):
+    """What the cluster looks like now, and whether the wait targets are met."""
+    nodes = [normalize(r) for r in node_rows(payload)]
+    alive = sorted((n for n in nodes if n["state"] == "ALIVE"), key=lambda n: (not n["is_head"], n["ip"] or ""))
+    alive_ips = {n["ip"] for n in alive}
+    gpus = sum(float(n["resources"].get("GPU", 0)) for n in alive)
+    cpus = sum(float(n["resources"].get("CPU", 0)) for n in alive)
+    missing = [str(e.get("name") or e.get("ip")) for e in expected if str(e.get("ip")) not in alive_ips]
+    complete = payload is not None and len(alive) >= wait_nodes and gpus >= float(wait_gpus or 0)
+    if expected and wait_nodes:
+        complete = complete and not missing
+    return {
+        "reachable": payload is not None,
+        "nodes": alive,
+        "alive_nodes": len(alive),
+        "total_gpus": gpus,
+        "total_cpus": cpus,
+        "missing": missing,
+        "complete": complete,
+        "targets": {"nodes": wait_nodes, "gpus": wait_gpus},
+    }
+
+
+def _num(value):
+    return int(value) if float(value).is_integer() else value
+
+
+def waiting_message(summary):
+    """One line: how far the cluster got, and who is missing."""
+    targets = summary.get("targets", {})
+    if not summary.get("reachable"):
+        return "the head's state API does not answer yet"
+    text = "%s/%s nodes, %s/%s GPUs alive" % (
+        summary["alive_nodes"],
+        targets.get("nodes", "?"),
+        _num(summary["total_gpus"]),
+        _num(targets.get("gpus", 0)),
+    )
+    if summary.get("missing"):
+        text += "; never joined: %s" % ", ".join(summary["missing"])
+    return text

@@ -1,0 +1,90 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Atomic file writes with diff and check mode, and KEY=VALUE environment files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tempfile
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_file(path, content, mode=0o644, check_mode=False):
+    """Write ``content`` to ``path`` atomically if it differs (or the mode does).
+
+    Returns ``(changed, diff)`` where diff is Ansible's before/after dict. The temporary
+    file gets its final mode before it is renamed into place, so a secret is never
+    readable by others, not even for an instant.
+    """
+    before = read_text(path)
+    mode_ok = before is not None and (os.stat(path).st_mode & 0o7777) == mode
+    changed = before != content or not mode_ok
+    diff = {"before": before or "", "after": content, "before_header": path, "after_header": path}
+    if not changed or check_mode:
+        return changed, diff
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".raygate-", dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True, diff
+
+
+def remove_path(path, check_mode=False):
+    """Remove a file or symlink; True when something was (or would be) removed."""
+    if not os.path.lexists(path):
+        return False
+    if not check_mode:
+        os.unlink(path)
+    return True
+
+
+def parse_env(text):
+    """Parse KEY=VALUE lines (systemd EnvironmentFile / shell style) into a dict."""
+    env = {}
+    for number, line in enumerate((text or "").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].strip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not ENV_NAME_RE.match(key):
+            raise ValueError("line %d is not KEY=VALUE: %r" % (number, line))
+        value = value.strip()
+        if value[:1] in ("'", '"'):
+            parts = shlex.split(value)
+            value = parts[0] if parts else ""
+        env[key] = value
+    return env
+
+
+def render_env(env, header=None):
+    """Render a dict as an environment file both systemd and a shell can read."""
+    lines = ["# %s" % line for line in (header or "").splitlines()]
+    for key in sorted(env):
+        if not ENV_NAME_RE.match(key):
+            raise ValueError("not a valid environment variable name: %r" % key)
+        lines.append("%s=%s" % (key, shlex.quote(str(env[key]))))
+    return "\n".join(lines) + "\n"

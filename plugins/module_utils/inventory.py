@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Inventory validation run on the controller before any host is touched.
+
+Input is plain data (host -> its raygate variables), so every rule is unit-testable.
+Every message names the host, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.versions import MATCH_LEVELS, RAY_VERSION_RE
+
+AUTH_MIN_VERSION = (2, 52)
+
+
+def _version_tuple(version):
+    parts = []
+    for piece in str(version).split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def check_groups(head_group, heads, workers):
+    errors = []
+    if len(heads) != 1:
+        found = ", ".join(heads) if heads else "none"
+        errors.append(
+            "the inventory group '%s' must hold exactly one host (the Ray head); found %s. "
+            "Put one host in it." % (head_group, found)
+        )
+    for host in sorted(set(heads) & set(workers)):
+        errors.append("host %s is in both the head group and the worker group; keep it in one" % host)
+    return errors
+
+
+def check_host(host, v):
+    """Per-host rules. ``v`` holds the raygate_* variables without their prefix."""
+    errors = []
+    version = str(v.get("ray_version") or "")
+    if not RAY_VERSION_RE.match(version):
+        errors.append(
+            "host %s: raygate_ray_version=%r is not an exact Ray release; set it to one such as 2.60.0"
+            % (host, v.get("ray_version"))
+        )
+    elif v.get("auth") and _version_tuple(version) < AUTH_MIN_VERSION:
+        errors.append(
+            "host %s: raygate_ray_version=%s has no token authentication (needs 2.52 or newer); "
+            "pin a newer Ray or set raygate_auth: false explicitly" % (host, version)
+        )
+    if "default" not in (v.get("ray_extras") or []):
+        errors.append(
+            "host %s: raygate_ray_extras=%r lacks 'default' (the dashboard and state API that raygate "
+            "waits on); add it" % (host, v.get("ray_extras"))
+        )
+    try:
+        ipaddress.ip_address(str(v.get("node_ip")))
+    except ValueError:
+        errors.append(
+            "host %s: node address %r is not an IP address; set raygate_node_ip (or ansible_host) to the "
+            "address Ray should advertise" % (host, v.get("node_ip"))
+        )
+    for key, minimum in (("num_cpus", 1), ("num_gpus", 0), ("memory", 1)):
+        value = v.get(key)
+        if isinstance(value, bool) or not str(value).isdigit() or int(value) < minimum:
+            errors.append(
+                "host %s: raygate_%s=%r must be an integer >= %d; set it in the inventory (Ray otherwise "
+                "reports the whole machine)" % (host, key, value, minimum)
+            )
+    if v.get("python_version_match_level") not in MATCH_LEVELS:
+        errors.append(
+            "host %s: raygate_python_version_match_level=%r must be one of %s"
+            % (host, v.get("python_version_match_level"), ", ".join(MATCH_LEVELS))
+        )
+    return errors
+
+
+def check_plan(host, v):
+    try:
+        offset = int(v.get("port_offset") or 0)
+        plan = pp.build_plan(v.get("ports") or {}, offset=offset)
+    except (pp.PortPlanError, ValueError, TypeError) as exc:
+        return None, ["host %s: %s" % (host, exc)]
+    problems = pp.validate_plan(plan, min_worker_ports=int(v.get("min_worker_ports") or 64), offset=offset)
+    return plan, ["host %s: %s" % (host, p) for p in problems]
+
+
+def _agree(name, per_host, errors):
+    values = {}
+    for host, value in per_host.items():
+        values.setdefault(repr(value), []).append(host)
+    if len(values) > 1:
+        listing = "; ".join("%s on %s" % (value, ", ".join(sorted(hosts))) for value, hosts in sorted(values.items()))
+        errors.append("%s differs between hosts (%s); every node of a cluster needs the same value" % (name, listing))
+
+
+def validate(head_group, heads, workers, hostvars):
+    """Validate the cluster; returns (errors, summary)."""
+    errors = check_groups(head_group, heads, workers)
+    plans, ips = {}, {}
+    for host in list(heads) + [w for w in workers if w not in heads]:
+        v = hostvars[host]
+        errors += check_host(host, v)
+        plan, plan_errors = check_plan(host, v)
+        errors += plan_errors
+        if plan is not None:
+            plans[host] = plan
+        ips.setdefault(str(v.get("node_ip")), []).append(host)
+    for ip, hosts in sorted(ips.items()):
+        if len(hosts) > 1:
+            errors.append("hosts %s share the node address %s; each node needs its own" % (", ".join(hosts), ip))
+    members = list(heads) + list(workers)
+    _agree("raygate_ray_version", {h: str(hostvars[h].get("ray_version")) for h in members}, errors)
+    _agree("the port plan (raygate_ports, raygate_port_offset)", plans, errors)
+    _agree("raygate_auth", {h: bool(hostvars[h].get("auth")) for h in members}, errors)
+    head = heads[0] if len(heads) == 1 else None
+    summary = {
+        "head": head,
+        "workers": [w for w in workers if w != head],
+        "plan": plans.get(head) if head else None,
+        "nodes": [{"name": h, "ip": str(hostvars[h].get("node_ip"))} for h in members],
+        "gpus": sum(
+            int(hostvars[h].get("num_gpus") or 0) for h in members if str(hostvars[h].get("num_gpus")).isdigit()
+        ),
+    }
+    return errors, summary

@@ -1,0 +1,183 @@
+#!/usr/bin/python
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_cluster_info
+short_description: Report the alive nodes of a Ray cluster, and wait until it is complete
+version_added: 0.1.0
+description:
+  - Asks the head's state API (C(/api/v0/nodes), authenticated with the cluster token) for
+    the cluster's nodes with their address, state, resources and labels.
+  - Optionally waits until at least O(wait_nodes) nodes and O(wait_gpus) GPUs are alive. On
+    timeout it fails naming the hosts of O(expected) that never joined.
+  - Run through this collection's action plugin (the default), the waiting loop runs on the
+    controller and the play shows progress (nodes and GPUs joined so far) instead of retries.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+  - raygate.cluster.attributes.INFO_MODULE
+  - raygate.cluster.wait
+options:
+  dashboard_url:
+    description: URL of the head's dashboard.
+    type: str
+    required: true
+  auth:
+    description: Send the cluster token (needed when the cluster runs with token authentication).
+    type: bool
+    default: true
+  auth_token_file:
+    description: File holding the token on the host that runs this module.
+    type: path
+    default: /etc/raygate/auth_token
+  expected:
+    description:
+      - The nodes that should be in the cluster, each with a V(name) (inventory host) and
+        V(ip) (the node IP it starts Ray with). Used to name the missing ones.
+    type: list
+    elements: dict
+    default: []
+  wait_nodes:
+    description: Wait until at least this many nodes are alive. V(0) does not wait for nodes.
+    type: int
+    default: 0
+  wait_gpus:
+    description: Wait until at least this many GPUs are alive in total. V(0) does not wait for GPUs.
+    type: float
+    default: 0
+  request_timeout:
+    description: Seconds for one request to the state API.
+    type: int
+    default: 10
+notes:
+  - In check mode an unreachable head is reported with RV(reachable=false) instead of failing,
+    since the cluster may not exist yet.
+"""
+
+EXAMPLES = r"""
+- name: Wait until the three nodes and their 24 GPUs are alive
+  raygate.cluster.ray_cluster_info:
+    dashboard_url: http://10.0.0.1:8265
+    wait_nodes: 3
+    wait_gpus: 24
+    wait_timeout: 600
+    expected:
+      - {name: gpu-a, ip: 10.0.0.1}
+      - {name: gpu-b, ip: 10.0.0.2}
+      - {name: gpu-c, ip: 10.0.0.3}
+  register: cluster
+
+- name: Show the alive nodes
+  ansible.builtin.debug:
+    msg: "{{ cluster.nodes | map(attribute='ip') | list }}"
+"""
+
+RETURN = r"""
+reachable:
+  description: Whether the state API answered.
+  returned: always
+  type: bool
+  sample: true
+nodes:
+  description: Alive nodes.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{node_id: 3f1c, ip: 10.0.0.1, name: 10.0.0.1, is_head: true, state: ALIVE,
+            resources: {CPU: 2.0, GPU: 8.0}, labels: {}}]
+alive_nodes:
+  description: Number of alive nodes.
+  returned: always
+  type: int
+  sample: 3
+total_gpus:
+  description: GPUs of all alive nodes.
+  returned: always
+  type: float
+  sample: 24.0
+total_cpus:
+  description: CPUs of all alive nodes.
+  returned: always
+  type: float
+  sample: 6.0
+missing:
+  description: Names of O(expected) nodes whose IP is not among the alive nodes.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-c]
+complete:
+  description: Whether the O(wait_nodes) and O(wait_gpus) targets are met.
+  returned: always
+  type: bool
+  sample: true
+elapsed:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+  sample: 4.2
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.raygate.cluster.plugins.module_utils.cluster import summarize, waiting_message
+from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import WAIT_ARGSPEC, noop_wait, wait_for
+
+
+def query(module):
+    """One look at the cluster: (done, summary)."""
+    p = module.params
+    headers = {"Accept": "application/json"}
+    if p["auth"]:
+        token = (read_text(p["auth_token_file"]) or "").strip()
+        if not token:
+            module.fail_json(msg="auth is on but the token file %s is missing or empty" % p["auth_token_file"])
+        headers["Authorization"] = "Bearer %s" % token
+    url = p["dashboard_url"].rstrip("/") + "/api/v0/nodes?limit=10000&detail=true"
+    try:
+        resp = open_url(url, headers=headers, timeout=p["request_timeout"], validate_certs=False)
+        payload = json.loads(resp.read())
+        error = None
+    except Exception as exc:  # unreachable while the head starts: report, the caller decides
+        payload, error = None, str(exc)
+    summary = summarize(payload, p["expected"], p["wait_nodes"], p["wait_gpus"])
+    summary["error"] = error
+    return summary["complete"], summary
+
+
+def main():
+    spec = dict(
+        dashboard_url=dict(type="str", required=True),
+        auth=dict(type="bool", default=True),
+        auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
+        expected=dict(type="list", elements="dict", default=[]),
+        wait_nodes=dict(type="int", default=0),
+        wait_gpus=dict(type="float", default=0),
+        request_timeout=dict(type="int", default=10),
+    )
+    spec.update(WAIT_ARGSPEC)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    p = module.params
+    waiting = p["wait"] and (p["wait_nodes"] > 0 or p["wait_gpus"] > 0) and not module.check_mode
+    waiter = wait_for if waiting else noop_wait
+    complete, summary, elapsed = waiter(lambda: query(module), timeout=p["wait_timeout"], interval=p["wait_sleep"])
+    error = summary.pop("error")
+    result = dict(summary, changed=False, elapsed=round(elapsed, 2))
+    if not summary["reachable"] and not module.check_mode:
+        module.fail_json(msg="the Ray state API at %s did not answer: %s" % (p["dashboard_url"], error), **result)
+    if waiting and not complete:
+        module.fail_json(msg="timed out after %ss: %s" % (p["wait_timeout"], waiting_message(summary)), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,669 @@
+#!/usr/bin/python
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_node
+short_description: Start or stop a Ray head or worker node with a pinned port plan
+version_added: 0.1.0
+description:
+  - Starts a Ray head or worker with every port taken from the port plan, an explicit
+    C(--node-ip-address), explicit CPU, GPU and memory amounts, resources and labels.
+  - A node that already runs with the same configuration is left alone, so a second run
+    restarts nothing. A node running with a different configuration is restarted only with
+    O(restart_on_change=true); otherwise the module warns and leaves it.
+  - Before starting, the port plan is validated against this node's ephemeral port range
+    and every plan port is checked to be free; a taken port fails the task naming the
+    process that holds it. Nothing is changed on failure.
+  - Stopping is graceful first (C(ray stop) with a grace period), then forced, then any
+    Ray process still found by binary, script or session directory is killed. The module
+    then verifies that no Ray process, no plan port and no GPU compute process remain.
+  - Supervisor V(process) lets C(ray start) daemonize (used in the sandbox). Supervisor
+    V(systemd) renders a unit running C(ray start --block) and manages it with systemctl.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Validation and the port checks run in check mode too.
+  diff_mode:
+    support: partial
+    details: Shows the diff of the environment file and, with systemd, of the unit.
+options:
+  role:
+    description: Whether this node is the head or a worker.
+    type: str
+    choices: [head, worker]
+    required: true
+  state:
+    description:
+      - V(started) starts the node if needed. V(stopped) stops every Ray process.
+        V(absent) also removes the unit, the environment, labels and token files, the run
+        state, and the configuration and state directories when nothing else is in them.
+    type: str
+    choices: [started, stopped, absent]
+    default: started
+  node_ip:
+    description: The address Ray advertises for this node (C(--node-ip-address)).
+    type: str
+  head_ip:
+    description: Address of the head node. Required for workers that are started.
+    type: str
+  venv:
+    description: The Ray virtualenv (normally the C(current) link of M(raygate.cluster.ray_install)).
+    type: path
+    default: /opt/raygate/current
+  ports:
+    description:
+      - Port plan overrides, by name (V(gcs), V(dashboard), V(client_server), V(node_manager),
+        V(object_manager), V(dashboard_agent_listen), V(dashboard_agent_grpc),
+        V(runtime_env_agent), V(metrics_export), V(autoscaler_metric), V(dashboard_metric),
+        V(min_worker), V(max_worker)). Unset ones keep the defaults.
+    type: dict
+    default: {}
+  port_offset:
+    description: Added to every port, for a second cluster on the same hosts.
+    type: int
+    default: 0
+  min_worker_ports:
+    description: The smallest acceptable size of the worker port range.
+    type: int
+    default: 64
+  num_cpus:
+    description: CPUs this node offers to Ray (C(--num-cpus)). Always pass it; Ray otherwise reports the whole host.
+    type: int
+  num_gpus:
+    description: GPUs this node offers to Ray (C(--num-gpus)).
+    type: int
+  memory:
+    description: Bytes of memory for Ray workers (C(--memory)).
+    type: int
+  object_store_memory:
+    description: Bytes of object store memory (C(--object-store-memory)).
+    type: int
+  resources:
+    description: Custom resources, name to quantity.
+    type: dict
+    default: {}
+  labels:
+    description: Node labels, name to value (written to a labels file, C(--labels-file)).
+    type: dict
+    default: {}
+  temp_dir:
+    description: Ray's temporary directory; passed on the head only (workers follow the head).
+    type: path
+  dashboard_host:
+    description: Address the dashboard binds to on the head. Defaults to O(node_ip).
+    type: str
+  auth:
+    description: Token authentication (C(RAY_AUTH_MODE=token)); needs Ray 2.52 or newer.
+    type: bool
+    default: true
+  auth_token_file:
+    description: File on the node holding the token (mode 0600), passed as C(RAY_AUTH_TOKEN_PATH).
+    type: path
+    default: /etc/raygate/auth_token
+  env_files:
+    description:
+      - Environment files read into the Ray node's environment (missing ones are skipped),
+        so raylet and every Ray worker inherit them, for example the NCCL environment.
+    type: list
+    elements: path
+    default: [/etc/raygate/nccl.env]
+  env:
+    description: Extra environment variables for the Ray node.
+    type: dict
+    default: {}
+  config_dir:
+    description: Where the node's environment file C(ray.env) and labels file live.
+    type: path
+    default: /etc/raygate
+  state_dir:
+    description: Run state (what was started, with which configuration), on a tmpfs.
+    type: path
+    default: /run/raygate
+  supervisor:
+    description: V(process) lets C(ray start) daemonize; V(systemd) runs it as a unit.
+    type: str
+    choices: [process, systemd]
+    default: process
+  unit_name:
+    description: Name of the systemd unit (without C(.service)).
+    type: str
+    default: raygate-ray
+  unit_dir:
+    description: Directory of the systemd unit file.
+    type: path
+    default: /etc/systemd/system
+  restart_on_change:
+    description: Restart a node that runs with a configuration different from the desired one.
+    type: bool
+    default: false
+  python_version_match_level:
+    description: Exported as C(RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL) when V(minor).
+    type: str
+    choices: [patch, minor]
+    default: patch
+  stop_grace:
+    description: Seconds C(ray stop) waits for a graceful exit before it is forced.
+    type: int
+    default: 10
+  start_timeout:
+    description: Seconds to wait for the head's GCS and dashboard to answer after a start.
+    type: int
+    default: 180
+"""
+
+EXAMPLES = r"""
+- name: Start the head
+  raygate.cluster.ray_node:
+    role: head
+    node_ip: 10.0.0.1
+    num_cpus: 96
+    num_gpus: 8
+    memory: 800000000000
+
+- name: Start a worker with a label and a custom resource
+  raygate.cluster.ray_node:
+    role: worker
+    node_ip: 10.0.0.2
+    head_ip: 10.0.0.1
+    num_cpus: 96
+    num_gpus: 8
+    resources: {nvlink_domain_a: 1}
+    labels: {rack: r12}
+
+- name: Stop Ray and remove what raygate wrote
+  raygate.cluster.ray_node:
+    role: worker
+    state: absent
+"""
+
+RETURN = r"""
+pid:
+  description: PID of the raylet when the node is running.
+  returned: when state is started
+  type: int
+  sample: 4242
+restarted:
+  description: Whether a running node was restarted because its configuration changed.
+  returned: when state is started
+  type: bool
+  sample: false
+config_hash:
+  description: Hash of the desired node configuration, recorded at start.
+  returned: when state is started
+  type: str
+  sample: 3f1c0d9e2a1b
+command:
+  description: The C(ray start) command line (no secrets: the token is passed by file).
+  returned: when the node was started
+  type: list
+  elements: str
+  sample: [/opt/raygate/current/bin/ray, start, --head, --port=6379]
+dropped_ports:
+  description: Plan ports whose flag the installed Ray does not offer (Ray picks those itself).
+  returned: when the node was started
+  type: list
+  elements: str
+  sample: []
+gcs_address:
+  description: Address of the cluster's GCS.
+  returned: when state is started
+  type: str
+  sample: 10.0.0.1:6379
+dashboard_url:
+  description: URL of the dashboard (head only).
+  returned: when state is started and role is head
+  type: str
+  sample: http://10.0.0.1:8265
+stopped:
+  description: Ray processes that were running before the stop.
+  returned: when state is stopped or absent
+  type: list
+  elements: str
+  sample: ["/opt/raygate/ray-2.60.0-py3.11/lib/.../raylet --node-ip-address=10.0.0.2 ... (pid 4242)"]
+removed:
+  description: Files removed by O(state=absent).
+  returned: when state is absent
+  type: list
+  elements: str
+  sample: [/etc/raygate/ray.env]
+leftovers:
+  description: What still remained after the stop (empty lists when clean).
+  returned: when state is stopped or absent
+  type: dict
+  sample: {processes: [], ports: [], gpu_processes: []}
+"""
+
+import hashlib
+import json
+import os
+import signal
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
+
+STATE_FILE = "ray-node.json"
+
+
+def render_unit(role, command, env_files, description=None):
+    """The systemd unit for a node: ``ray start --block`` as the main process.
+
+    No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
+    KillMode=mixed then SIGKILLs whatever is left after the timeout. ``ray start --block``
+    exits 1 when it is told to stop, hence SuccessExitStatus=1.
+    """
+    lines = [
+        "# Managed by raygate.cluster.ray_node: local changes are overwritten.",
+        "[Unit]",
+        "Description=%s" % (description or "Ray %s node (raygate)" % role),
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+    ]
+    lines += ["EnvironmentFile=-%s" % path for path in env_files]
+    lines += [
+        "ExecStart=%s" % " ".join(_systemd_quote(a) for a in command + ["--block"]),
+        "KillMode=mixed",
+        "SuccessExitStatus=1",
+        "Restart=on-failure",
+        "RestartSec=5",
+        "TimeoutStopSec=60",
+        "LimitNOFILE=1048576",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _systemd_quote(arg):
+    if arg and all(c.isalnum() or c in "-_=./:,@%+" for c in arg):
+        return arg
+    return '"%s"' % arg.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class Node:
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.venv_bin = os.path.join(self.p["venv"], "bin")
+        env = {"PATH": self.venv_bin + ":" + DEFAULT_PATH, "HOME": os.environ.get("HOME", "/root")}
+        self.runner = CommandRunner(timeout=max(self.p["start_timeout"], 60), base_env=env)
+        self.ray = os.path.join(self.venv_bin, "ray")
+        self.state_path = os.path.join(self.p["state_dir"], STATE_FILE)
+        self.env_path = os.path.join(self.p["config_dir"], "ray.env")
+        self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
+        self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
+        self.session_roots = tuple(r for r in (self.p["temp_dir"], "/tmp/ray") if r)
+        self.warnings = []
+        self.diff = {"before": "", "after": ""}
+
+    def fail(self, msg, **kwargs):
+        self.module.fail_json(msg=msg, **kwargs)
+
+    def run(self, args, **kwargs):
+        try:
+            return self.runner.run(args, **kwargs)
+        except CommandError as exc:
+            self.fail(str(exc))
+
+    # -- the desired configuration ----------------------------------------------------
+    def plan(self):
+        try:
+            plan = pp.build_plan(self.p["ports"], offset=self.p["port_offset"])
+        except pp.PortPlanError as exc:
+            self.fail("invalid port plan: %s" % exc)
+        ephemeral = None
+        text = read_text("/proc/sys/net/ipv4/ip_local_port_range")
+        if text:
+            ephemeral = pp.parse_port_range(text)
+        errors = pp.validate_plan(
+            plan, ephemeral_range=ephemeral, min_worker_ports=self.p["min_worker_ports"], offset=self.p["port_offset"]
+        )
+        if errors:
+            self.fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
+        return plan
+
+    def node_env(self, plan):
+        """Environment of the Ray node: auth, env-only ports, env files, user extras."""
+        env = {"RAY_USAGE_STATS_ENABLED": "0"}
+        if self.p["auth"]:
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=self.p["auth_token_file"])
+        if self.p["python_version_match_level"] == "minor":
+            env["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] = "minor"
+        env.update(pp.env_vars(plan, self.p["role"]))
+        env.update({k: str(v) for k, v in self.p["env"].items()})
+        return env
+
+    def file_env(self):
+        env = {}
+        for path in self.p["env_files"]:
+            text = read_text(path)
+            if text is None:
+                continue
+            try:
+                env.update(parse_env(text))
+            except ValueError as exc:
+                self.fail("environment file %s: %s" % (path, exc))
+        return env
+
+    def start_args(self, plan, supported):
+        p = self.p
+        args = [self.ray, "start"]
+        if p["role"] == "head":
+            args.append("--head")
+        else:
+            args.append("--address=%s:%s" % (p["head_ip"], plan["gcs"]))
+        port_args, dropped = pp.ray_start_args(plan, p["role"], supported)
+        args += ["--node-ip-address=%s" % p["node_ip"]] + port_args
+        for key in ("num_cpus", "num_gpus", "memory", "object_store_memory"):
+            if p[key] is not None:
+                args.append("--%s=%s" % (key.replace("_", "-"), p[key]))
+        if p["resources"]:
+            args.append("--resources=%s" % json.dumps(p["resources"], sort_keys=True, separators=(",", ":")))
+        if p["labels"]:
+            args.append("--labels-file=%s" % self.labels_path)
+        if p["role"] == "head":
+            args.append("--dashboard-host=%s" % (p["dashboard_host"] or p["node_ip"]))
+            if p["temp_dir"]:
+                args.append("--temp-dir=%s" % p["temp_dir"])
+        if supported is None or "--disable-usage-stats" in supported:
+            args.append("--disable-usage-stats")
+        return args, dropped
+
+    def config_hash(self, plan, env):
+        p = self.p
+        token = read_text(p["auth_token_file"]) if p["auth"] else None
+        desired = {
+            "role": p["role"],
+            "venv": os.path.realpath(p["venv"]),
+            "node_ip": p["node_ip"],
+            "head_ip": p["head_ip"] if p["role"] == "worker" else None,
+            "ports": pp.role_ports(plan, p["role"]),
+            "amounts": [p["num_cpus"], p["num_gpus"], p["memory"], p["object_store_memory"]],
+            "resources": p["resources"],
+            "labels": p["labels"],
+            "temp_dir": p["temp_dir"] if p["role"] == "head" else None,
+            "dashboard_host": p["dashboard_host"],
+            "env": env,
+            "token": hashlib.sha256(token.encode()).hexdigest() if token else None,
+            "supervisor": p["supervisor"],
+        }
+        blob = json.dumps(desired, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    # -- what runs now ----------------------------------------------------------------
+    def ray_processes(self):
+        return ray_procs.ray_processes(session_roots=self.session_roots)
+
+    def recorded(self):
+        text = read_text(self.state_path)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            return {}
+
+    def check_ports_free(self, plan):
+        listeners = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
+        if listeners:
+            msgs = [pp.describe_listener(port, owners) for port, owners in sorted(listeners.items())]
+            self.fail(
+                "cannot start Ray on %s: %s. Stop that process or move the port plan "
+                "(raygate_ports / raygate_port_offset)." % (self.p["node_ip"], "; ".join(msgs)),
+                busy_ports=sorted(listeners),
+            )
+
+    def supported_flags(self):
+        rc, out, err = self.run([self.ray, "start", "--help"], timeout=120)
+        if rc != 0:
+            self.fail("%s start --help failed: %s" % (self.ray, (err or out).strip()[-1000:]))
+        return pp.parse_ray_start_help(out)
+
+    # -- actions ----------------------------------------------------------------------
+    def started(self):
+        p = self.p
+        if not p["node_ip"]:
+            self.fail("node_ip is required to start a Ray node")
+        if p["role"] == "worker" and not p["head_ip"]:
+            self.fail("head_ip is required to start a worker")
+        plan = self.plan()
+        installed = os.access(self.ray, os.X_OK)
+        if not installed and not self.module.check_mode:
+            self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
+        if p["auth"] and not os.path.isfile(p["auth_token_file"]) and not self.module.check_mode:
+            self.fail("auth is on but the token file %s is missing on this node" % p["auth_token_file"])
+        env = self.node_env(plan)
+        env_all = dict(self.file_env(), **env)
+        digest = self.config_hash(plan, env_all)
+        procs = self.ray_processes()
+        raylet = ray_procs.find_daemon(procs, "raylet")
+        record = self.recorded()
+        result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
+        if p["role"] == "head":
+            result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
+        if raylet and record.get("config_hash") == digest and self.supervised_ok():
+            return dict(result, changed=False, pid=raylet["pid"])
+        if raylet or procs:
+            if not p["restart_on_change"]:
+                why = "with a different configuration" if record else "but was not started by raygate"
+                self.warnings.append(
+                    "Ray is already running on this node %s; leaving it (set restart_on_change: true to restart)" % why
+                )
+                return dict(result, changed=False, pid=raylet["pid"] if raylet else None)
+            result["restarted"] = True
+            if not self.module.check_mode:
+                self.stop(plan, procs)
+        elif installed or not self.module.check_mode:
+            self.check_ports_free(plan)
+        if self.module.check_mode:
+            return dict(result, changed=True)
+        supported = self.supported_flags()
+        args, dropped = self.start_args(plan, supported)
+        if dropped:
+            self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
+        self.write_config(env, args)
+        pid = self.launch(args, env_all)
+        if p["role"] == "head":
+            self.wait_head(result["dashboard_url"])
+        record = {"config_hash": digest, "role": p["role"], "pid": pid, "started_at": time.time()}
+        write_file(self.state_path, json.dumps(record, sort_keys=True) + "\n", mode=0o644)
+        return dict(result, changed=True, pid=pid, command=args, dropped_ports=dropped)
+
+    def head_ip(self):
+        return self.p["node_ip"] if self.p["role"] == "head" else self.p["head_ip"]
+
+    def supervised_ok(self):
+        if self.p["supervisor"] != "systemd":
+            return True
+        rc, out, err = self.run(["systemctl", "is-active", self.p["unit_name"]])
+        return out.strip() == "active"
+
+    def write_config(self, env, args):
+        changed, diff = write_file(self.env_path, render_env(env, header="Managed by raygate: Ray node environment."))
+        self.diff = diff
+        if self.p["labels"]:
+            write_file(self.labels_path, json.dumps(self.p["labels"], sort_keys=True, indent=2) + "\n")
+        if self.p["supervisor"] == "systemd":
+            unit = render_unit(self.p["role"], args, [self.env_path] + list(self.p["env_files"]))
+            write_file(self.unit_path, unit)
+
+    def launch(self, args, env):
+        os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
+        if self.p["supervisor"] == "systemd":
+            for cmd in (["daemon-reload"], ["enable", self.p["unit_name"]], ["restart", self.p["unit_name"]]):
+                rc, out, err = self.run(["systemctl"] + cmd)
+                if rc != 0:
+                    self.fail("systemctl %s failed: %s" % (" ".join(cmd), (err or out).strip()))
+        else:
+            log = os.path.join(self.p["state_dir"], "ray-start.log")
+            rc, out, err = self.run(args, env=env, output_file=log, cwd="/")
+            if rc != 0:
+                self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
+        ok, raylet, elapsed = wait_for(lambda: self._raylet_up(), timeout=self.p["start_timeout"], interval=0.5)
+        if not ok:
+            self.fail("Ray started but no raylet process appeared within %ss" % self.p["start_timeout"])
+        return raylet["pid"]
+
+    def _raylet_up(self):
+        raylet = ray_procs.find_daemon(self.ray_processes(), "raylet")
+        return raylet is not None, raylet
+
+    def wait_head(self, dashboard_url):
+        url = dashboard_url + "/api/gcs_healthz"
+
+        def healthy():
+            try:
+                resp = open_url(url, timeout=5, validate_certs=False)
+                return resp.getcode() == 200, None
+            except Exception as exc:  # any failure means "not yet": keep polling
+                return False, str(exc)
+
+        ok, last, elapsed = wait_for(healthy, timeout=self.p["start_timeout"], interval=0.5)
+        if not ok:
+            self.fail("the head did not answer %s within %ss (last error: %s)" % (url, self.p["start_timeout"], last))
+
+    def stop(self, plan, procs=None):
+        """Graceful, then forced, then kill what is left; returns what ran before."""
+        procs = self.ray_processes() if procs is None else procs
+        if self.p["supervisor"] == "systemd" and os.path.exists(self.unit_path):
+            self.run(["systemctl", "stop", self.p["unit_name"]], timeout=120)
+        if procs and os.access(self.ray, os.X_OK):
+            env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.p["auth_token_file"]} if self.p["auth"] else {}
+            self.run([self.ray, "stop", "--grace-period", str(self.p["stop_grace"])], env=env, timeout=120)
+            if self.ray_processes():
+                self.run([self.ray, "stop", "--force"], env=env, timeout=60)
+        self.kill_leftovers()
+        return ray_procs.summarize(procs)
+
+    def kill_leftovers(self):
+        def gone():
+            left = self.ray_processes()
+            for proc in left:
+                try:
+                    os.kill(proc["pid"], signal.SIGKILL)
+                except OSError:
+                    pass
+            return not left, left
+
+        wait_for(gone, timeout=30, interval=0.2)
+
+    def leftovers(self, plan):
+        gpu = []
+        smi = self.runner.which("nvidia-smi")
+        if smi:
+            rc, out, err = self.run([smi, "--query-compute-apps=pid,process_name", "--format=csv,noheader"])
+            gpu = [line.strip() for line in out.splitlines() if line.strip()] if rc == 0 else []
+        ports = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
+        return {
+            "processes": ray_procs.summarize(self.ray_processes()),
+            "ports": [pp.describe_listener(port, owners) for port, owners in sorted(ports.items())],
+            "gpu_processes": gpu,
+        }
+
+    def remove_empty_dirs(self):
+        for directory in (self.p["config_dir"], self.p["state_dir"]):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass  # absent, or holds files raygate did not write: leave it
+
+    def stopped(self, purge_files):
+        plan = self.plan()
+        procs = self.ray_processes()
+        unit_active = False
+        if self.p["supervisor"] == "systemd" and os.path.exists(self.unit_path):
+            unit_active = not self.module.check_mode and self.supervised_ok()
+        removable = [self.state_path]
+        if purge_files:
+            removable += [self.env_path, self.labels_path, os.path.join(self.p["state_dir"], "ray-start.log")]
+            removable.append(self.p["auth_token_file"])
+            if self.p["supervisor"] == "systemd":
+                removable.append(self.unit_path)
+        removable = [path for path in removable if os.path.lexists(path)]
+        changed = bool(procs) or unit_active or bool(removable)
+        result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
+        if self.module.check_mode:
+            return dict(result, leftovers={"processes": [], "ports": [], "gpu_processes": []})
+        if procs or unit_active:
+            self.stop(plan, procs)
+        if self.p["supervisor"] == "systemd" and self.unit_path in removable:
+            self.run(["systemctl", "disable", self.p["unit_name"]])
+        for path in removable:
+            os.unlink(path)
+        if purge_files:
+            self.remove_empty_dirs()
+        if self.p["supervisor"] == "systemd" and self.unit_path in removable:
+            self.run(["systemctl", "daemon-reload"])
+        left = self.leftovers(plan)
+        if any(left.values()):
+            self.fail("Ray is not fully stopped on this node: %s" % json.dumps(left), leftovers=left, **result)
+        return dict(result, leftovers=left)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            role=dict(type="str", choices=["head", "worker"], required=True),
+            state=dict(type="str", choices=["started", "stopped", "absent"], default="started"),
+            node_ip=dict(type="str"),
+            head_ip=dict(type="str"),
+            venv=dict(type="path", default="/opt/raygate/current"),
+            ports=dict(type="dict", default={}),
+            port_offset=dict(type="int", default=0),
+            min_worker_ports=dict(type="int", default=64),
+            num_cpus=dict(type="int"),
+            num_gpus=dict(type="int"),
+            memory=dict(type="int"),
+            object_store_memory=dict(type="int"),
+            resources=dict(type="dict", default={}),
+            labels=dict(type="dict", default={}),
+            temp_dir=dict(type="path"),
+            dashboard_host=dict(type="str"),
+            auth=dict(type="bool", default=True),
+            auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
+            env_files=dict(type="list", elements="path", default=["/etc/raygate/nccl.env"]),
+            env=dict(type="dict", default={}),
+            config_dir=dict(type="path", default="/etc/raygate"),
+            state_dir=dict(type="path", default="/run/raygate"),
+            supervisor=dict(type="str", choices=["process", "systemd"], default="process"),
+            unit_name=dict(type="str", default="raygate-ray"),
+            unit_dir=dict(type="path", default="/etc/systemd/system"),
+            restart_on_change=dict(type="bool", default=False),
+            python_version_match_level=dict(type="str", choices=["patch", "minor"], default="patch"),
+            stop_grace=dict(type="int", default=10),
+            start_timeout=dict(type="int", default=180),
+        ),
+        supports_check_mode=True,
+    )
+    node = Node(module)
+    state = module.params["state"]
+    if state == "started":
+        result = node.started()
+    else:
+        result = node.stopped(purge_files=state == "absent")
+    if module._diff:
+        result["diff"] = node.diff
+    for warning in node.warnings:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validate_inventory
+short_description: Validate a raygate cluster inventory on the controller
+version_added: 0.1.0
+description:
+  - Checks the whole cluster before any host is contacted, and fails with every problem
+    at once, each naming the host, the value and the fix.
+  - Exactly one head; no host both head and worker; every node an IP address of its own;
+    an exact Ray version, the same on every host; token authentication only with Ray 2.52
+    or newer; the V(default) extra; explicit CPU, GPU and memory amounts; one port plan
+    for the whole cluster, valid on its own (range, overlaps, worker range size, a second
+    cluster's offset disjoint from the first).
+  - Host-side checks (ephemeral port range, ports already bound) are made by
+    M(raygate.cluster.ray_node) in check mode, still before any change.
+  - This is an action plugin; it runs on the controller only.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+  - raygate.cluster.attributes.INFO_MODULE
+options:
+  head_group:
+    description: Inventory group of the head.
+    type: str
+    default: ray_head
+  worker_group:
+    description: Inventory group of the workers.
+    type: str
+    default: ray_workers
+  defaults:
+    description:
+      - Values for hosts that do not set the variable, keyed without the C(raygate_) prefix
+        (V(ray_version), V(ray_extras), V(auth), V(ports), V(port_offset), V(min_worker_ports),
+        V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level)).
+    type: dict
+    default: {}
+"""
+
+EXAMPLES = r"""
+- name: Validate the cluster inventory
+  raygate.cluster.validate_inventory:
+    defaults:
+      ray_version: "{{ raygate_ray_version }}"
+      ray_extras: "{{ raygate_ray_extras }}"
+      auth: "{{ raygate_auth }}"
+  register: raygate_cluster
+"""
+
+RETURN = r"""
+errors:
+  description: Every problem found (empty when the inventory is valid).
+  returned: always
+  type: list
+  elements: str
+  sample: ["the inventory group 'ray_head' must hold exactly one host (the Ray head); found none. Put one host in it."]
+cluster:
+  description: The head, the workers, the port plan and the expected nodes.
+  returned: always
+  type: dict
+  sample: {head: node1, workers: [node2, node3], plan: {gcs: 6379}, nodes: [{name: node1, ip: 198.18.0.11}], gpus: 24}
+"""

@@ -1,0 +1,370 @@
+#!/bin/bash
+# Simulated bare-metal nodes made of Linux namespaces on this machine.
+#
+#   sandbox.sh up N          create N nodes (1..20), tearing down any previous sandbox first
+#   sandbox.sh down          remove every trace of the sandbox (idempotent)
+#   sandbox.sh status        one line per node: name ip pid sshd(yes|no)
+#   sandbox.sh exec I CMD..  run CMD inside node I (all its namespaces)
+#   sandbox.sh ssh I [CMD]   ssh into node I as root with the sandbox key
+#   sandbox.sh inventory     YAML inventory fragment for the running nodes
+#
+# Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24), own PID namespace
+# (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
+# /tmp /run /dev/shm and overlayfs copy-on-write /etc /opt /usr /var /root. See README.md.
+set -euo pipefail
+shopt -s nullglob
+
+STATE=${RAYGATE_SANDBOX_DIR:-/srv/raygate/sandbox}
+TIMEOUT=${RAYGATE_SANDBOX_TIMEOUT:-60}
+SHM_SIZE=${RAYGATE_SANDBOX_SHM_SIZE:-2g}
+MAX_NODES=20
+BRIDGE=rgbr0
+BRIDGE_IP=198.18.0.1
+NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
+HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+KEY="${STATE}/id_ed25519"
+LOCK=/run/lock/raygate-sandbox.lock
+SSH_OPTS=(-i "${KEY}" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+    -o LogLevel=ERROR -o BatchMode=yes -o IdentitiesOnly=yes)
+
+die() {
+    echo "sandbox: $*" >&2
+    exit 1
+}
+
+log() {
+    echo "sandbox: $*" >&2
+}
+
+check_state_dir() {
+    [[ ${STATE} =~ ^/[A-Za-z0-9._/-]+$ ]] || die "state dir must be an absolute path of [A-Za-z0-9._/-]: ${STATE}"
+    local d
+    # Those are overlaid or tmpfs'd inside the nodes: the state (overlay upper dirs) must not be.
+    for d in /etc /opt /usr /var /root /tmp /run /proc /sys /dev; do
+        if [[ ${STATE} == "${d}" || ${STATE} == "${d}"/* ]]; then
+            die "state dir ${STATE} must not be under ${d}"
+        fi
+    done
+    [[ ${STATE} != / ]] || die "state dir must not be /"
+}
+
+node_ip() {
+    echo "198.18.0.$((10 + $1))"
+}
+
+node_count() {
+    [[ -f "${STATE}/nodes" ]] || return 1
+    cat "${STATE}/nodes"
+}
+
+# True when the process is gone for our purposes (no such PID, or a zombie: zombies hold
+# no namespaces, and who reaps them is not ours to decide).
+pid_gone() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) }
+    [[ ${stat:0:1} == Z ]]
+}
+
+# PID 1 of node I as recorded in its pid file, if that process is still alive and still the
+# init of a child PID namespace (NSpid ends in 1): guards against PID reuse.
+node_init_pid() {
+    local file="${STATE}/node$1/pid" pid
+    [[ -s ${file} ]] || return 1
+    pid=$(<"${file}")
+    [[ ${pid} =~ ^[0-9]+$ ]] || return 1
+    grep -qE '^NSpid:\s+[0-9]+\s+1$' "/proc/${pid}/status" 2>/dev/null || return 1
+    pid_gone "${pid}" && return 1
+    echo "${pid}"
+}
+
+sandbox_exists() {
+    [[ -e ${STATE} ]] && return 0
+    [[ -e /sys/class/net/${BRIDGE} ]] && return 0
+    local leftovers=(/run/netns/rg-node* /sys/class/net/rgv*)
+    ((${#leftovers[@]} > 0))
+}
+
+# ---------------------------------------------------------------------------- down
+
+cmd_down() {
+    local pids=() pid f ns link deadline
+    # 1. Kill processes first: they hold sockets and namespaces alive.
+    # SIGKILL of a PID namespace's init kills everything in that namespace.
+    for f in "${STATE}"/node*/pid; do
+        f=${f%/pid}
+        if pid=$(node_init_pid "${f##*/node}"); then
+            kill -KILL "${pid}" 2>/dev/null || true
+            pids+=("${pid}")
+        fi
+    done
+    for f in "${STATE}"/node*/launcher.pid; do
+        pid=$(<"${f}") || continue
+        if [[ ${pid} =~ ^[0-9]+$ ]] && [[ $(cat "/proc/${pid}/comm" 2>/dev/null) == unshare ]]; then
+            kill -KILL "${pid}" 2>/dev/null || true
+            pids+=("${pid}")
+        fi
+    done
+    # Anything else still inside a node netns (e.g. started with `ip netns exec`).
+    for ns in /run/netns/rg-node*; do
+        for pid in $(ip netns pids "${ns##*/}" 2>/dev/null); do
+            [[ ${pid} == "$$" || ${pid} == "${BASHPID}" ]] && continue
+            kill -KILL "${pid}" 2>/dev/null || true
+            pids+=("${pid}")
+        done
+    done
+    deadline=$((SECONDS + 30))
+    for pid in "${pids[@]}"; do
+        while ! pid_gone "${pid}"; do
+            ((SECONDS < deadline)) || die "process ${pid} did not die"
+            sleep 0.02
+        done
+    done
+    # 2. Network: deleting a veth end deletes its peer synchronously; netns cleanup is async.
+    for link in /sys/class/net/rgv*; do
+        ip link del "${link##*/}" 2>/dev/null || true
+    done
+    for ns in /run/netns/rg-node*; do
+        ip netns del "${ns##*/}" 2>/dev/null || true
+    done
+    if [[ -e /sys/class/net/${BRIDGE} ]]; then
+        ip link del "${BRIDGE}"
+    fi
+    # 3. Mounts (none expected in the root mount namespace) and the state dir.
+    if [[ -d ${STATE} ]]; then
+        local mp
+        while read -r mp; do
+            umount -l "${mp}" 2>/dev/null || true
+        done < <(awk -v s="${STATE}" '$5 == s || index($5, s "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+        rm -rf "${STATE}"
+    fi
+    return 0
+}
+
+# ------------------------------------------------------------------------------ up
+
+write_sshd_config() {
+    local i=$1
+    cat >"${STATE}/node${i}/sshd_config" <<EOF
+# sshd of sandbox node${i} (generated by sandbox.sh)
+ListenAddress $(node_ip "${i}"):22
+HostKey /etc/ssh/ssh_host_ed25519_key
+PidFile /run/sshd.pid
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile ${KEY}.pub
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxSessions 100
+MaxStartups 200
+UseDNS no
+PrintMotd no
+PrintLastLog no
+X11Forwarding no
+AcceptEnv LANG LC_*
+SetEnv PATH=${NODE_PATH}
+Subsystem sftp /usr/lib/openssh/sftp-server
+EOF
+}
+
+# Disable IPv6 on an interface before it goes up: no link-local chatter on the bridge.
+no_ipv6() {
+    local conf="/proc/sys/net/ipv6/conf/$1/disable_ipv6"
+    if [[ -w ${conf} ]]; then
+        echo 1 >"${conf}"
+    fi
+}
+
+setup_bridge() {
+    ip link add "${BRIDGE}" type bridge stp_state 0 forward_delay 0
+    no_ipv6 "${BRIDGE}"
+    ip addr add "${BRIDGE_IP}/24" dev "${BRIDGE}"
+    ip link set "${BRIDGE}" up
+}
+
+setup_node_net() {
+    local i=$1 ns="rg-node$1" veth="rgv$1"
+    ip netns add "${ns}"
+    # In the node: IPv6 only on lo (new interfaces, i.e. eth0, get it disabled).
+    nsenter --net="/run/netns/${ns}" sh -c 'echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6' 2>/dev/null || true
+    ip link add "${veth}" type veth peer name eth0 netns "${ns}"
+    no_ipv6 "${veth}"
+    ip link set "${veth}" master "${BRIDGE}" up
+    ip -n "${ns}" link set lo up
+    ip -n "${ns}" addr add "$(node_ip "${i}")/24" dev eth0
+    ip -n "${ns}" link set eth0 up
+    ip -n "${ns}" route add default via "${BRIDGE_IP}"
+}
+
+start_node() {
+    local i=$1 dir="${STATE}/node$1" d
+    for d in etc opt usr var root; do
+        mkdir -p "${dir}/upper/${d}" "${dir}/work/${d}"
+    done
+    write_sshd_config "${i}"
+    setup_node_net "${i}"
+    # Detached (own session, stdio to init.log) so the node outlives the calling shell.
+    setsid nsenter --net="/run/netns/rg-node${i}" -- \
+        unshare --pid --mount --uts --ipc --fork --kill-child --propagation private -- \
+        /bin/bash "${HERE}/node-init.sh" "${i}" "${STATE}" "$2" "${SHM_SIZE}" "${NODE_PATH}" \
+        </dev/null >"${dir}/init.log" 2>&1 9>&- &
+    echo "$!" >"${dir}/launcher.pid"
+}
+
+# Poll until node I accepts an SSH login, its launcher dies, or the deadline passes.
+wait_node() {
+    local i=$1 deadline=$2 ip launcher
+    ip=$(node_ip "${i}")
+    launcher=$(<"${STATE}/node${i}/launcher.pid")
+    while ((SECONDS < deadline)); do
+        if pid_gone "${launcher}"; then
+            log "node${i} died during start; ${STATE}/node${i}/init.log:"
+            sed 's/^/  /' "${STATE}/node${i}/init.log" >&2 || true
+            return 1
+        fi
+        if ssh "${SSH_OPTS[@]}" -o ConnectTimeout=2 "root@${ip}" true </dev/null 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    log "node${i} (${ip}) did not accept SSH within ${TIMEOUT}s; ${STATE}/node${i}/init.log:"
+    sed 's/^/  /' "${STATE}/node${i}/init.log" >&2 || true
+    return 1
+}
+
+cmd_up() {
+    local n=${1:-} i deadline failed=0 waiters=() w
+    if ! [[ ${n} =~ ^[0-9]+$ ]] || ((n < 1 || n > MAX_NODES)); then
+        die "usage: up N (1..${MAX_NODES})"
+    fi
+    for w in ip nsenter unshare setsid tini sshd ssh-keygen ssh; do
+        command -v "${w}" >/dev/null || [[ -x /usr/sbin/${w} ]] || die "missing command: ${w}"
+    done
+    if sandbox_exists; then
+        cmd_down
+    fi
+    mkdir -p "${STATE}"
+    ssh-keygen -q -t ed25519 -N '' -C raygate-sandbox -f "${KEY}"
+    chmod 0600 "${KEY}"
+    echo "${n}" >"${STATE}/nodes"
+    setup_bridge
+    for ((i = 1; i <= n; i++)); do
+        start_node "${i}" "${n}"
+    done
+    deadline=$((SECONDS + TIMEOUT))
+    for ((i = 1; i <= n; i++)); do
+        wait_node "${i}" "${deadline}" &
+        waiters+=("$!")
+    done
+    for w in "${waiters[@]}"; do
+        wait "${w}" || failed=1
+    done
+    ((failed == 0)) || die "up failed; sandbox left in place for inspection (run: $0 down)"
+    log "${n} node(s) up in ${SECONDS}s; key ${KEY}"
+}
+
+# -------------------------------------------------------------------- the others
+
+require_node() {
+    local i=${1:-} n
+    n=$(node_count) || die "no sandbox (run: $0 up N)"
+    if ! [[ ${i} =~ ^[0-9]+$ ]] || ((i < 1 || i > n)); then
+        die "no such node: '${i}' (nodes 1..${n})"
+    fi
+}
+
+cmd_status() {
+    local n i pid reach tmp
+    n=$(node_count) || die "no sandbox"
+    tmp=$(mktemp -d)
+    for ((i = 1; i <= n; i++)); do
+        (ssh "${SSH_OPTS[@]}" -o ConnectTimeout=2 "root@$(node_ip "${i}")" true </dev/null 2>/dev/null &&
+            touch "${tmp}/${i}") &
+    done
+    wait || true
+    local bad=0
+    for ((i = 1; i <= n; i++)); do
+        pid=$(node_init_pid "${i}") || pid=-
+        reach=no
+        [[ -e "${tmp}/${i}" ]] && reach=yes
+        [[ ${pid} != - && ${reach} == yes ]] || bad=1
+        printf '%s %s %s %s\n' "node${i}" "$(node_ip "${i}")" "${pid}" "${reach}"
+    done
+    rm -rf "${tmp}"
+    ((bad == 0)) || exit 2
+}
+
+cmd_exec() {
+    local i=${1:-} pid
+    require_node "${i}"
+    shift
+    (($# > 0)) || die "usage: exec I CMD..."
+    pid=$(node_init_pid "${i}") || die "node${i} is not running"
+    exec nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/root -- \
+        env -i PATH="${NODE_PATH}" HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 \
+        TERM="${TERM:-dumb}" "$@"
+}
+
+cmd_ssh() {
+    local i=${1:-}
+    require_node "${i}"
+    shift
+    exec ssh "${SSH_OPTS[@]}" "root@$(node_ip "${i}")" "$@"
+}
+
+# Same groups as the committed inventories/sandbox/hosts.yml: node1 heads, the rest work.
+cmd_inventory() {
+    local n i
+    n=$(node_count) || die "no sandbox"
+    cat <<EOF
+# Generated by tests/sandbox/sandbox.sh inventory (${n} nodes)
+ray_cluster:
+  vars:
+    ansible_user: root
+    ansible_python_interpreter: /usr/bin/python3
+    ansible_ssh_private_key_file: ${KEY}
+    ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+  children:
+    ray_head:
+      hosts:
+        node1:
+          ansible_host: $(node_ip 1)
+EOF
+    ((n > 1)) || return 0
+    printf '    ray_workers:\n      hosts:\n'
+    for ((i = 2; i <= n; i++)); do
+        printf '        node%d:\n          ansible_host: %s\n' "${i}" "$(node_ip "${i}")"
+    done
+}
+
+usage() {
+    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# up and down change machine-wide names (bridge, netns, IPs): one at a time. The fd is
+# closed for the nodes, or a running node would hold the lock forever.
+lock() {
+    [[ $(id -u) == 0 ]] || die "must run as root"
+    exec 9>"${LOCK}"
+    flock -w 120 9 || die "another sandbox.sh up/down holds ${LOCK}"
+}
+
+main() {
+    local cmd=${1:-}
+    (($# > 0)) && shift
+    check_state_dir
+    case ${cmd} in
+    up) lock; cmd_up "$@" ;;
+    down) lock; cmd_down ;;
+    status) cmd_status ;;
+    exec) cmd_exec "$@" ;;
+    ssh) cmd_ssh "$@" ;;
+    inventory) cmd_inventory ;;
+    *) usage ;;
+    esac
+}
+
+main "$@"

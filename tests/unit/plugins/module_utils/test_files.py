@@ -1,0 +1,37 @@
+import os
+import stat
+
+import pytest
+
+from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, render_env, write_file
+
+
+def test_write_file_mode_diff_and_idempotence(tmp_path):
+    path = str(tmp_path / "sub" / "token")
+    changed, diff = write_file(path, "secret", mode=0o600)
+    assert changed and diff["before"] == "" and diff["after"] == "secret"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert write_file(path, "secret", mode=0o600)[0] is False
+    os.chmod(path, 0o644)
+    assert write_file(path, "secret", mode=0o600)[0] is True  # a wrong mode is a change too
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_write_file_check_mode_writes_nothing(tmp_path):
+    path = tmp_path / "f"
+    changed, _ = write_file(str(path), "x", check_mode=True)
+    assert changed and not path.exists()
+
+
+def test_env_round_trip():
+    env = {"NCCL_SOCKET_IFNAME": "=eth0", "B": "a b", "C": "it's"}
+    assert parse_env(render_env(env, header="h")) == env
+
+
+def test_parse_env_forms_and_errors():
+    text = "# comment\n\nexport A=1\nB='two words'\nC=\"x\"\n"
+    assert parse_env(text) == {"A": "1", "B": "two words", "C": "x"}
+    with pytest.raises(ValueError, match="line 1"):
+        parse_env("not a pair")
+    with pytest.raises(ValueError):
+        render_env({"BAD-NAME": "1"})

@@ -1,0 +1,44 @@
+import os
+
+from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+
+
+def make_proc(root, pid, comm, argv, ppid=1):
+    base = root / str(pid)
+    base.mkdir()
+    (base / "comm").write_text(comm + "\n")
+    (base / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (base / "stat").write_text("%d (%s) S %d 0 0" % (pid, comm, ppid))
+
+
+def test_finds_ray_by_binary_script_title_and_session(tmp_path):
+    make_proc(tmp_path, 10, "raylet", ["/opt/x/raylet", "--node_ip_address=198.18.0.11", "--node_manager_port=8076"])
+    make_proc(tmp_path, 11, "python", ["python", "/v/lib/ray/dashboard/agent.py", "--x=1"])
+    make_proc(tmp_path, 12, "ray::IDLE", ["ray::IDLE"])
+    make_proc(tmp_path, 13, "python3", ["python3", "-u", "log_mon.py", "--session-dir=/tmp/ray/session_2026"])
+    make_proc(tmp_path, 14, "sshd", ["sshd: root@pts/0"])
+    make_proc(tmp_path, 15, "python3", ["python3", "app.py", "--logs=/tmp/raylogs"])
+    (tmp_path / "self").mkdir()  # non-numeric entries are ignored
+    found = {p["pid"] for p in ray_procs.ray_processes(proc_root=str(tmp_path))}
+    assert found == {10, 11, 12, 13}
+
+
+def test_custom_temp_dir_and_exclusion(tmp_path):
+    make_proc(tmp_path, 20, "python3", ["python3", "x.py", "--session-dir=/data/ray/session_1"])
+    assert ray_procs.ray_processes(proc_root=str(tmp_path)) == []
+    found = ray_procs.ray_processes(proc_root=str(tmp_path), session_roots=("/data/ray",))
+    assert [p["pid"] for p in found] == [20]
+    assert ray_procs.ray_processes(proc_root=str(tmp_path), session_roots=("/data/ray",), exclude=(20,)) == []
+
+
+def test_daemon_flags(tmp_path):
+    make_proc(tmp_path, 10, "raylet", ["/opt/x/raylet", "--node_ip_address=198.18.0.11", "--node-manager-port=8076"])
+    raylet = ray_procs.find_daemon(ray_procs.process_table(str(tmp_path)), "raylet")
+    assert raylet["pid"] == 10
+    assert raylet["flags"] == {"node_ip_address": "198.18.0.11", "node_manager_port": "8076"}
+    assert ray_procs.find_daemon([], "raylet") is None
+
+
+def test_real_proc_does_not_list_this_test_process():
+    pids = {p["pid"] for p in ray_procs.ray_processes()}
+    assert os.getpid() not in pids

@@ -201,7 +201,7 @@ config_hash:
   type: str
   sample: 3f1c0d9e2a1b
 command:
-  description: The C(ray start) command line (no secrets: the token is passed by file).
+  description: The C(ray start) command line (without secrets, the token is passed by file).
   returned: when the node was started
   type: list
   elements: str
@@ -516,7 +516,7 @@ class Node:
             rc, out, err = self.run(args, env=env, output_file=log, cwd="/")
             if rc != 0:
                 self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
-        ok, raylet, elapsed = wait_for(lambda: self._raylet_up(), timeout=self.p["start_timeout"], interval=0.5)
+        ok, raylet, elapsed = wait_for(self._raylet_up, timeout=self.p["start_timeout"], interval=0.5)
         if not ok:
             self.fail("Ray started but no raylet process appeared within %ss" % self.p["start_timeout"])
         return raylet["pid"]

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Setup of one sandbox node, run by sandbox.sh as PID 1 of the node's fresh PID, mount,
 # UTS and IPC namespaces, already inside the node's network namespace. Builds the node's
 # private filesystem view, then execs tini (PID 1) with sshd as its only child.

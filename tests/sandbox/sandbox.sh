@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Simulated bare-metal nodes made of Linux namespaces on this machine.
 #
 #   sandbox.sh up N          create N nodes (1..20), tearing down any previous sandbox first

@@ -19,7 +19,7 @@ def test_write_file_mode_diff_and_idempotence(tmp_path):
 
 def test_write_file_check_mode_writes_nothing(tmp_path):
     path = tmp_path / "f"
-    changed, _ = write_file(str(path), "x", check_mode=True)
+    changed = write_file(str(path), "x", check_mode=True)[0]
     assert changed and not path.exists()
 
 

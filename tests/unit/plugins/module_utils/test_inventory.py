@@ -49,63 +49,63 @@ def test_valid_cluster_summary():
     ],
 )
 def test_head_count(heads, workers, needle):
-    errors, _ = run(cluster(), heads, workers)
+    errors = run(cluster(), heads, workers)[0]
     assert any("exactly one host" in e and needle in e for e in errors), errors
 
 
 def test_host_in_both_groups():
-    errors, _ = run(cluster(), ("node1",), ("node1", "node2"))
+    errors = run(cluster(), ("node1",), ("node1", "node2"))[0]
     assert any("node1 is in both" in e for e in errors)
 
 
 def test_mixed_versions_named_per_host():
-    errors, _ = run(cluster(node3={"ray_version": "2.59.0"}))
+    errors = run(cluster(node3={"ray_version": "2.59.0"}))[0]
     (err,) = [e for e in errors if "raygate_ray_version differs" in e]
     assert "'2.59.0' on node3" in err and "'2.60.0' on node1, node2" in err
 
 
 def test_inexact_version():
-    errors, _ = run(cluster(node2={"ray_version": "2.60"}))
+    errors = run(cluster(node2={"ray_version": "2.60"}))[0]
     assert any(e.startswith("host node2: raygate_ray_version='2.60'") for e in errors)
 
 
 def test_auth_needs_252():
-    errors, _ = run(cluster(**{n: {"ray_version": "2.51.2"} for n in ("node1", "node2", "node3")}))
+    errors = run(cluster(**{n: {"ray_version": "2.51.2"} for n in ("node1", "node2", "node3")}))[0]
     assert any("raygate_auth: false" in e and "2.51.2" in e for e in errors)
     hv = cluster(**{n: {"ray_version": "2.51.2", "auth": False} for n in ("node1", "node2", "node3")})
     assert run(hv)[0] == []
 
 
 def test_overlapping_ports_stop_with_host_value_and_fix():
-    errors, _ = run(cluster(node2={"ports": {"dashboard": 6379}}))
+    errors = run(cluster(node2={"ports": {"dashboard": 6379}}))[0]
     assert any(e.startswith("host node2:") and "6379" in e for e in errors)
     assert any("port plan" in e and "differs" in e for e in errors)
 
 
 def test_unknown_port_key_did_you_mean():
-    errors, _ = run(cluster(node1={"ports": {"dashbaord": 9000}}))
+    errors = run(cluster(node1={"ports": {"dashbaord": 9000}}))[0]
     assert any("dashbaord" in e and "dashboard" in e for e in errors)
 
 
 def test_out_of_range_port_and_small_worker_range():
-    errors, _ = run(cluster(node1={"ports": {"gcs": 80, "min_worker": 10002, "max_worker": 10010}}))
+    errors = run(cluster(node1={"ports": {"gcs": 80, "min_worker": 10002, "max_worker": 10010}}))[0]
     text = "\n".join(errors)
     assert "80" in text and "1024" in text
     assert "min_worker" in text
 
 
 def test_duplicate_node_ip_and_bad_ip():
-    errors, _ = run(cluster(node3={"node_ip": "198.18.0.12"}, node1={"node_ip": "head.example"}))
+    errors = run(cluster(node3={"node_ip": "198.18.0.12"}, node1={"node_ip": "head.example"}))[0]
     assert any("share the node address 198.18.0.12" in e for e in errors)
     assert any("host node1: node address 'head.example'" in e for e in errors)
 
 
 def test_resources_must_be_explicit():
-    errors, _ = run(cluster(node2={"num_cpus": None, "memory": "lots"}))
+    errors = run(cluster(node2={"num_cpus": None, "memory": "lots"}))[0]
     assert any("raygate_num_cpus=None" in e for e in errors)
     assert any("raygate_memory='lots'" in e for e in errors)
 
 
 def test_default_extra_required():
-    errors, _ = run(cluster(node1={"ray_extras": []}))
+    errors = run(cluster(node1={"ray_extras": []}))[0]
     assert any("lacks 'default'" in e for e in errors)

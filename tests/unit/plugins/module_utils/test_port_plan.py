@@ -119,7 +119,7 @@ def test_build_plan_overrides_numeric_strings_and_none():
     assert plan["gcs"] == 7000
     assert plan["node_manager"] == 8076
     assert plan["min_worker"] == 20000
-    assert all(type(v) is int for v in plan.values())
+    assert all(isinstance(v, int) and not isinstance(v, bool) for v in plan.values())
 
 
 def test_build_plan_offset_added_to_every_port():

@@ -14,7 +14,7 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl
+APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
@@ -86,7 +86,7 @@ fast: lint units sanity  ## the inner loop: lint, units, sanity
 
 .PHONY: integration
 integration: bootstrap wheelhouse  ## sandbox harness tests and molecule scenarios (root)
-	$(BIN)/pytest -q tests/sandbox
+	$(BIN)/pytest -q tests/sandbox tests/integration
 	cd $(CURDIR) && $(BIN)/molecule test --all
 
 .PHONY: test

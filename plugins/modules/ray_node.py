@@ -470,7 +470,7 @@ class Node:
             result["restarted"] = True
             if not self.module.check_mode:
                 self.stop(plan, procs)
-        elif installed or not self.module.check_mode:
+        else:
             self.check_ports_free(plan)
         if self.module.check_mode:
             return dict(result, changed=True)

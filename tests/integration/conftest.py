@@ -1,0 +1,70 @@
+"""Fixtures that run the real playbooks against sandbox nodes (root only)."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SANDBOX = os.path.join(ROOT, "tests", "sandbox", "sandbox.sh")
+VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+STATE = os.environ.get("RAYGATE_SANDBOX_DIR", "/srv/raygate/sandbox")
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("tini") or not os.path.exists(os.path.join(VENV_BIN, "ansible-playbook")),
+    reason="needs root, tini and the project venv (make bootstrap)",
+)
+
+
+def run(args, timeout=900, env=None):
+    merged = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    merged["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+    merged["PATH"] = VENV_BIN + os.pathsep + merged.get("PATH", "")
+    merged.update(env or {})
+    proc = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=merged,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def playbook(name, *extra, inventory=None):
+    inventory = inventory or os.path.join(ROOT, "inventories", "sandbox")
+    return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, name), *extra])
+
+
+def node(index, command):
+    """Run a shell command inside a sandbox node; returns (rc, output)."""
+    return run([SANDBOX, "exec", str(index), "bash", "-c", command], timeout=120)
+
+
+@pytest.fixture(scope="session")
+def sandbox3():
+    rc, out = run([SANDBOX, "up", "3"], timeout=180)
+    assert rc == 0, out
+    yield 3
+    run([SANDBOX, "down"], timeout=180)
+
+
+@pytest.fixture()
+def pristine(sandbox3):
+    """Asserts, after the test, that no node was changed by the (failing) play."""
+    yield
+    for index in range(1, sandbox3 + 1):
+        rc, out = node(index, "ls -d /opt/raygate /etc/raygate /run/raygate 2>/dev/null; pgrep -a -x raylet")
+        assert out.strip() == "", "node%d was changed: %s" % (index, out)
+
+
+@pytest.fixture()
+def inventory_copy(tmp_path):
+    """A writable copy of the sandbox inventory, for host_vars a test adds."""
+    dest = tmp_path / "inventory"
+    shutil.copytree(os.path.join(ROOT, "inventories", "sandbox"), dest)
+    return dest

@@ -1,0 +1,86 @@
+"""Bad input stops site.yml before any node is changed, naming the host, the value and the fix."""
+
+import os
+
+from conftest import STATE, needs_root, node, playbook
+
+pytestmark = needs_root
+
+
+def test_port_already_bound_names_the_process(pristine):
+    server = "setsid python3 -m http.server 8077 --bind 198.18.0.12 >/dev/null 2>&1 < /dev/null &"
+    rc, out = node(2, server + " echo started")
+    assert rc == 0, out
+    try:
+        assert node(2, "for i in $(seq 100); do ss -ltnH | grep -q ':8077 ' && exit 0; sleep 0.1; done; exit 1")[0] == 0
+        rc, out = playbook("site.yml")
+        assert rc != 0
+        assert "node2" in out
+        assert "port 8077 is already bound by python3" in out
+        assert "raygate_port_offset" in out  # the fix
+    finally:
+        node(2, "pkill -f 'http.server 8077'")
+
+
+def test_unknown_ray_version(pristine):
+    rc, out = playbook("site.yml", "-e", "raygate_ray_version=2.99.0")
+    assert rc != 0
+    assert "Ray 2.99.0 for Python 3.11" in out and "is not in the wheelhouse" in out
+    assert "available: 2.60.0" in out
+
+
+def test_mixed_ray_versions_stop_on_the_controller(pristine, inventory_copy):
+    (inventory_copy / "host_vars").mkdir()
+    (inventory_copy / "host_vars" / "node3.yml").write_text('raygate_ray_version: "2.59.0"\n')
+    rc, out = playbook("site.yml", inventory=str(inventory_copy))
+    assert rc != 0
+    assert "raygate_ray_version differs between hosts" in out
+    assert "'2.59.0' on node3" in out
+    assert "ok=0" not in out.split("PLAY RECAP")[-1] or "node1" not in out.split("PLAY RECAP")[-1]
+
+
+def test_python_patch_mismatch_is_refused_before_install(pristine, inventory_copy):
+    # node3's interpreter claims another patch level, as after an unattended upgrade (ray#44063).
+    fake = os.path.join(STATE, "fakepy")
+    os.makedirs(fake, exist_ok=True)
+    with open(os.path.join(fake, "python3"), "w") as fh:
+        fh.write('#!/bin/sh\nif [ "$1" = "-c" ]; then echo 3.11.99; exit 0; fi\nexec /usr/bin/python3 "$@"\n')
+    os.chmod(os.path.join(fake, "python3"), 0o755)
+    (inventory_copy / "host_vars").mkdir()
+    (inventory_copy / "host_vars" / "node3.yml").write_text("raygate_python: %s/python3\n" % fake)
+    rc, out = playbook("site.yml", inventory=str(inventory_copy))
+    assert rc != 0
+    assert "Ray or Python versions differ between nodes" in out
+    lines = [line.split() for line in out.splitlines() if line.strip().startswith("node3 ")]
+    assert ["node3", "2.60.0", "3.11.99", "python"] in lines
+
+
+def test_no_head(pristine, inventory_copy):
+    hosts = (inventory_copy / "hosts.yml").read_text()
+    hosts = hosts.replace("    ray_head:\n      hosts:\n        node1:\n          ansible_host: 198.18.0.11\n", "")
+    (inventory_copy / "hosts.yml").write_text(hosts)
+    rc, out = playbook("site.yml", inventory=str(inventory_copy))
+    assert rc != 0
+    assert "must hold exactly one host (the Ray head); found none" in out
+
+
+def test_two_heads(pristine, inventory_copy):
+    hosts = (inventory_copy / "hosts.yml").read_text()
+    head = "          ansible_host: 198.18.0.11\n"
+    hosts = hosts.replace(head, head + "        node2:\n", 1)
+    (inventory_copy / "hosts.yml").write_text(hosts)
+    rc, out = playbook("site.yml", inventory=str(inventory_copy))
+    assert rc != 0
+    assert "found node1, node2" in out and "node2 is in both" in out
+
+
+def test_overlapping_ports(pristine):
+    rc, out = playbook("site.yml", "-e", '{"raygate_ports": {"dashboard": 6379}}')
+    assert rc != 0
+    assert "host node1:" in out and "6379" in out and "dashboard" in out
+
+
+def test_worker_range_in_ephemeral_range(pristine):
+    rc, out = playbook("site.yml", "-e", '{"raygate_ports": {"min_worker": 40000, "max_worker": 40999}}')
+    assert rc != 0
+    assert "ip_local_port_range" in out and "40000" in out

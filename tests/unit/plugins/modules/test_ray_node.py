@@ -1,0 +1,204 @@
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+from harness import run_case
+
+from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+from ansible_collections.raygate.cluster.plugins.modules import ray_node
+
+HELP = """Usage: ray start [OPTIONS]
+  --node-ip-address TEXT
+  --address TEXT
+  --port INTEGER
+  --object-manager-port INTEGER
+  --node-manager-port INTEGER
+  --min-worker-port INTEGER
+  --max-worker-port INTEGER
+  --ray-client-server-port INTEGER
+  --memory INTEGER
+  --num-cpus INTEGER
+  --num-gpus INTEGER
+  --head
+  --dashboard-host TEXT
+  --dashboard-port INTEGER
+  --dashboard-agent-listen-port INTEGER
+  --dashboard-agent-grpc-port INTEGER
+  --metrics-export-port INTEGER
+  --disable-usage-stats
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_ray_here(monkeypatch):
+    # The host's /proc also shows Ray running inside sandbox nodes: never look at it here.
+    monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [])
+
+
+def base_args(tmp, role="head", **over):
+    args = {
+        "role": role,
+        "node_ip": "198.18.0.11",
+        "head_ip": "198.18.0.11",
+        "venv": "%s/venv" % tmp,
+        "num_cpus": 2,
+        "num_gpus": 8,
+        "memory": 2147483648,
+        "auth": False,
+        "env_files": [],
+        "config_dir": "%s/etc" % tmp,
+        "state_dir": "%s/run" % tmp,
+        "unit_dir": "%s/units" % tmp,
+    }
+    args.update(over)
+    return args
+
+
+def test_stop_with_nothing_running_changes_nothing(tmp_path, monkeypatch):
+    case = {"args": base_args(tmp_path, state="absent"), "expect": {"changed": False, "stopped": [], "removed": []}}
+    result = run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert result["leftovers"] == {"processes": [], "ports": [], "gpu_processes": []}
+
+
+def test_absent_removes_what_raygate_wrote(tmp_path, monkeypatch):
+    for path in ("etc/ray.env", "etc/labels.yaml", "etc/auth_token", "run/ray-node.json"):
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text("x")
+    args = base_args(tmp_path, state="absent", auth_token_file="%s/etc/auth_token" % tmp_path)
+    case = {"args": args, "expect": {"changed": True}, "absent": ["{tmp}/etc", "{tmp}/run"]}
+    result = run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert sorted(os.path.basename(p) for p in result["removed"]) == [
+        "auth_token",
+        "labels.yaml",
+        "ray-node.json",
+        "ray.env",
+    ]
+
+
+def bind_outside_ephemeral_range(sock):
+    # A port below the ephemeral range, so the plan itself stays valid.
+    for port in range(20000, 30000, 7):
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        sock.listen()
+        return port
+    pytest.fail("no free port between 20000 and 30000")
+
+
+def test_bound_port_fails_naming_the_process(tmp_path, monkeypatch):
+    with socket.socket() as sock:
+        port = bind_outside_ephemeral_range(sock)
+        args = base_args(tmp_path, ports={"gcs": port})
+        case = {"args": args, "check_mode": True, "expect": {"failed": True}}
+        result = run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert "port %d is already bound by" % port in result["msg"]
+    assert "(pid %d)" % os.getpid() in result["msg"]
+    assert result["busy_ports"] == [port]
+
+
+def test_invalid_plan_fails_before_any_command(tmp_path, monkeypatch):
+    args = base_args(tmp_path, ports={"dashboard": 6379})
+    case = {"args": args, "expect": {"failed": True, "msg_contains": ["invalid port plan", "6379"]}}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+
+
+def test_worker_needs_head_ip(tmp_path, monkeypatch):
+    args = base_args(tmp_path, role="worker", head_ip=None)
+    run_case({"args": args, "expect": {"msg_contains": "head_ip is required"}}, ray_node.main, tmp_path, monkeypatch)
+
+
+def test_check_mode_start_reports_change_and_runs_nothing(tmp_path, monkeypatch):
+    case = {"args": base_args(tmp_path), "check_mode": True, "expect": {"changed": True}, "absent": ["{tmp}/run"]}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+
+
+def test_start_runs_ray_start_with_the_plan(tmp_path, monkeypatch):
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "ray").write_text("#!/bin/sh\n")
+    (venv / "ray").chmod(0o755)
+    monkeypatch.setattr(ray_node.Node, "wait_head", lambda self, url: None)
+    monkeypatch.setattr(ray_node.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
+    ray = str(venv / "ray")
+    expected_start = [
+        ray, "start", "--head", "--node-ip-address=198.18.0.11",
+        "--port=6379", "--dashboard-port=8265", "--ray-client-server-port=10001",
+        "--node-manager-port=8076", "--object-manager-port=8077",
+        "--dashboard-agent-listen-port=8266", "--dashboard-agent-grpc-port=8267",
+        "--metrics-export-port=8269", "--min-worker-port=10002", "--max-worker-port=10999",
+        "--num-cpus=2", "--num-gpus=8", "--memory=2147483648",
+        '--resources={{"accel_a":1}}', "--labels-file={tmp}/etc/labels.yaml",
+        "--dashboard-host=198.18.0.11", "--disable-usage-stats",
+    ]  # fmt: skip
+    case = {
+        "args": base_args(tmp_path, resources={"accel_a": 1}, labels={"rack": "r1"}),
+        "commands": [{"cmd": [ray, "start", "--help"], "out": HELP}, {"cmd": expected_start, "out": "started"}],
+        "expect": {"changed": True, "pid": 4242, "dropped_ports": ["runtime_env_agent"]},
+        "exists": ["{tmp}/etc/ray.env", "{tmp}/etc/labels.yaml", "{tmp}/run/ray-node.json"],
+    }
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    env = (tmp_path / "etc" / "ray.env").read_text()
+    assert "AUTOSCALER_METRIC_PORT=8270" in env and "DASHBOARD_METRIC_PORT=8271" in env
+
+
+def test_worker_args_point_at_the_head_and_skip_head_flags(tmp_path):
+    class Stub:
+        params = dict(
+            base_args(tmp_path, role="worker", head_ip="198.18.0.11", node_ip="198.18.0.12"),
+            resources={},
+            labels={},
+            dashboard_host=None,
+            temp_dir="/data/ray",
+            object_store_memory=None,
+            ports={},
+            port_offset=0,
+            min_worker_ports=64,
+            env={},
+            supervisor="process",
+            unit_name="raygate-ray",
+            auth_token_file="/etc/raygate/auth_token",
+            start_timeout=60,
+        )
+
+    node = ray_node.Node(Stub())
+    from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+
+    args, dropped = node.start_args(pp.build_plan({}), None)
+    assert args[2] == "--address=198.18.0.11:6379"
+    head_only = ("--port=", "--dashboard-port", "--dashboard-host", "--ray-client", "--temp-dir")
+    assert not any(a.startswith(head_only) for a in args)
+    assert "--dashboard-agent-grpc-port=8267" in args
+    assert dropped == []
+
+
+def render(tmp_path):
+    ray = tmp_path / "ray"
+    ray.write_text("#!/bin/sh\n")
+    ray.chmod(0o755)
+    cmd = [str(ray), "start", "--head", "--port=6379", '--resources={"a b":1}']
+    return ray_node.render_unit("head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"])
+
+
+def test_unit_shape(tmp_path):
+    unit = render(tmp_path)
+    assert "KillMode=mixed" in unit and "SuccessExitStatus=1" in unit
+    assert "ExecStop" not in unit
+    assert "EnvironmentFile=-/etc/raygate/nccl.env" in unit
+    exec_line = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
+    assert exec_line.endswith("--block")
+    assert '"--resources={\\"a b\\":1}"' in exec_line
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_unit_passes_systemd_analyze_verify(tmp_path):
+    path = tmp_path / "raygate-ray.service"
+    path.write_text(render(tmp_path))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "raygate-ray.service" not in proc.stderr, proc.stderr

@@ -14,6 +14,8 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
+MODULES := ray_install ray_node ray_cluster_info validate_inventory
+FILTERS := port_plan plan_ports version_mismatch_table
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -72,6 +74,8 @@ lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint
 	$(BIN)/antsibull-changelog lint
+	for m in $(MODULES); do $(BIN)/ansible-doc raygate.cluster.$$m >/dev/null; done
+	for f in $(FILTERS); do $(BIN)/ansible-doc -t filter raygate.cluster.$$f >/dev/null; done
 
 .PHONY: sanity
 sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster

@@ -1,0 +1,34 @@
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
+from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_table
+
+
+def test_port_plan_and_plan_ports():
+    plan = port_plan({"dashboard": "9265"}, offset="0")
+    assert plan["dashboard"] == 9265
+    ports = plan_ports(plan, "worker")
+    assert 8076 in ports and 9265 not in ports and 6379 not in ports
+    assert ports == sorted(ports)
+    assert 6379 in plan_ports(port_plan({}), "head")
+
+
+def test_port_plan_errors_are_filter_errors():
+    with pytest.raises(AnsibleFilterError, match="dashbaord"):
+        port_plan({"dashbaord": 1})
+
+
+def test_version_table_empty_when_equal_and_names_the_odd_one():
+    same = {h: {"ray": "2.60.0", "python": "3.11.2"} for h in ("node1", "node2")}
+    assert version_mismatch_table(same, reference="node1") == ""
+    odd = dict(same, node3={"ray": "2.60.0", "python": "3.11.9"})
+    table = version_mismatch_table(odd, reference="node1")
+    assert table.startswith("Ray or Python versions differ between nodes")
+    assert "node3  2.60.0  3.11.9  python" in table
+    assert version_mismatch_table(odd, level="minor", reference="node1") == ""
+
+
+def test_version_table_rejects_missing_info():
+    with pytest.raises(AnsibleFilterError, match="node2"):
+        version_mismatch_table({"node1": {"ray": "2.60.0", "python": "3.11.2"}, "node2": None})

@@ -3,7 +3,7 @@
 # UTS and IPC namespaces, already inside the node's network namespace. Builds the node's
 # private filesystem view, then execs tini (PID 1) with sshd as its only child.
 #
-# Usage (internal): node-init.sh INDEX STATE_DIR NODE_COUNT SHM_SIZE NODE_PATH
+# Usage (internal): node-init.sh INDEX STATE_DIR NODE_COUNT SHM_SIZE NODE_PATH SIM_SRC SIM_DIR
 set -euo pipefail
 
 index=$1
@@ -11,6 +11,8 @@ state=$2
 count=$3
 shm_size=$4
 node_path=$5
+sim_src=$6
+sim_dir=$7
 name="node${index}"
 dir="${state}/${name}"
 
@@ -83,6 +85,16 @@ cp /usr/share/base-files/dot.bashrc /root/.bashrc
 cp /usr/share/base-files/dot.profile /root/.profile
 rm -f /etc/ssh/ssh_host_*
 ssh-keygen -q -t ed25519 -N '' -C "root@${name}" -f /etc/ssh/ssh_host_ed25519_key
+
+# Simulated RDMA hardware (tests/sandbox/sim): the tools on PATH, read-only from the checkout,
+# and the default scenario (IB, 8 x 400 Gb/s) built into /opt/raygate-sim/sys.
+mkdir -p "${sim_dir}"
+mount --bind "${sim_src}" "${sim_dir}"
+mount -o remount,bind,ro "${sim_dir}"
+for tool in "${sim_dir}"/bin/*; do
+    ln -sfn "${tool}" "/usr/local/bin/${tool##*/}"
+done
+/usr/bin/python3 "${sim_dir}/raygate_sim.py" build --init
 
 cd /
 exec env -i PATH="${node_path}" LANG=C.UTF-8 \

@@ -7,6 +7,8 @@
 #   sandbox.sh exec I CMD..  run CMD inside node I (all its namespaces)
 #   sandbox.sh ssh I [CMD]   ssh into node I as root with the sandbox key
 #   sandbox.sh inventory     YAML inventory fragment for the running nodes
+#   sandbox.sh scenario I F  install JSON file F as node I's hardware scenario and rebuild its
+#                            simulated sysfs tree (tools: fi_info ibstat ibv_devinfo; sim/)
 #
 # Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24), own PID namespace
 # (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
@@ -21,6 +23,8 @@ MAX_NODES=20
 BRIDGE=rgbr0
 BRIDGE_IP=198.18.0.1
 NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
+# Where each node sees tests/sandbox/sim (read-only); its bin/ tools are linked into /usr/local/bin.
+SIM_DIR=/usr/local/lib/raygate-sim
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 KEY="${STATE}/id_ed25519"
 LOCK=/run/lock/raygate-sandbox.lock
@@ -208,7 +212,7 @@ start_node() {
     # Detached (own session, stdio to init.log) so the node outlives the calling shell.
     setsid nsenter --net="/run/netns/rg-node${i}" -- \
         unshare --pid --mount --uts --ipc --fork --kill-child --propagation private -- \
-        /bin/bash "${HERE}/node-init.sh" "${i}" "${STATE}" "$2" "${SHM_SIZE}" "${NODE_PATH}" \
+        /bin/bash "${HERE}/node-init.sh" "${i}" "${STATE}" "$2" "${SHM_SIZE}" "${NODE_PATH}" "${HERE}/sim" "${SIM_DIR}" \
         </dev/null >"${dir}/init.log" 2>&1 9>&- &
     echo "$!" >"${dir}/launcher.pid"
 }
@@ -307,6 +311,18 @@ cmd_exec() {
         TERM="${TERM:-dumb}" "$@"
 }
 
+# Validate, build the node's tree, then save the file as its scenario: a bad file changes nothing.
+cmd_scenario() {
+    local i=${1:-} file=${2:-} pid
+    require_node "${i}"
+    [[ -n ${file} && $# -eq 2 ]] || die "usage: scenario I FILE"
+    [[ -f ${file} && -r ${file} ]] || die "cannot read scenario file: ${file}"
+    pid=$(node_init_pid "${i}") || die "node${i} is not running"
+    nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/ -- \
+        env -i PATH="${NODE_PATH}" LANG=C.UTF-8 \
+        /usr/bin/python3 "${SIM_DIR}/raygate_sim.py" set-scenario <"${file}"
+}
+
 cmd_ssh() {
     local i=${1:-}
     require_node "${i}"
@@ -340,7 +356,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -363,6 +379,7 @@ main() {
     exec) cmd_exec "$@" ;;
     ssh) cmd_ssh "$@" ;;
     inventory) cmd_inventory ;;
+    scenario) cmd_scenario "$@" ;;
     *) usage ;;
     esac
 }

@@ -59,6 +59,22 @@ def remove_path(path, check_mode=False):
     return True
 
 
+def remove_empty_parent(path, check_mode=False):
+    """Remove the directory of ``path`` when it is raygate's own (named raygate) and empty.
+
+    Several modules write into /etc/raygate; whichever removes the last file also removes
+    the directory, so teardown leaves nothing behind whatever the order of the modules.
+    """
+    parent = os.path.dirname(path)
+    if check_mode or os.path.basename(parent) != "raygate":
+        return False
+    try:
+        os.rmdir(parent)
+    except OSError:
+        return False
+    return True
+
+
 def parse_env(text):
     """Parse KEY=VALUE lines (systemd EnvironmentFile / shell style) into a dict."""
     env = {}

@@ -336,6 +336,15 @@ def parse_port_range(text) -> tuple:
     return lo, hi
 
 
+def node_plan(overrides, offset=0, min_worker_ports=64, range_path="/proc/sys/net/ipv4/ip_local_port_range"):
+    """The plan as every module on a node builds it: (plan, problems), checked against this
+    node's ephemeral range. Raises PortPlanError when the overrides themselves are unusable."""
+    plan = build_plan(overrides, offset=offset)
+    text = _read_text(range_path)
+    ephemeral = parse_port_range(text) if text else None
+    return plan, validate_plan(plan, ephemeral_range=ephemeral, min_worker_ports=min_worker_ports, offset=offset)
+
+
 def _listening_inodes(ports, proc_root):
     """port -> set of socket inodes LISTENing on it, from net/tcp and net/tcp6."""
     found = {}

@@ -327,16 +327,9 @@ class Node:
     # -- the desired configuration ----------------------------------------------------
     def plan(self):
         try:
-            plan = pp.build_plan(self.p["ports"], offset=self.p["port_offset"])
+            plan, errors = pp.node_plan(self.p["ports"], self.p["port_offset"], self.p["min_worker_ports"])
         except pp.PortPlanError as exc:
             self.fail("invalid port plan: %s" % exc)
-        ephemeral = None
-        text = read_text("/proc/sys/net/ipv4/ip_local_port_range")
-        if text:
-            ephemeral = pp.parse_port_range(text)
-        errors = pp.validate_plan(
-            plan, ephemeral_range=ephemeral, min_worker_ports=self.p["min_worker_ports"], offset=self.p["port_offset"]
-        )
         if errors:
             self.fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
         return plan

@@ -3,6 +3,16 @@
 A case lists the module's arguments, check mode, and the exact ordered commands it must run,
 each with rc/out/err and an optional filesystem effect. Any command that is not the next
 expected one fails the test, and so does an expected command that never ran.
+
+Optional keys (a case without them runs exactly as before):
+- ``which``: {binary name: path or null}; CommandRunner.which answers from this map only
+  (names not listed are not installed), so a case does not depend on the test machine.
+- ``diff_mode: true``: run the module in diff mode.
+- per command, ``data``: the exact stdin the command must get; ``data_contains``: substrings of it.
+- ``expect_contains``: {dotted.key: [substrings]}: each substring is in that result value.
+- ``warnings_contain``: substrings each found in one of the module's warnings;
+  ``no_warnings: true``: the module warned about nothing.
+Values are expanded with str.format, so a literal brace is written ``{{`` or ``}}``.
 """
 
 import json
@@ -70,6 +80,10 @@ def run_case(case, main, tmp_path, monkeypatch):
         assert expected, "unexpected command %s (no more expected)" % args
         step = expected.pop(0)
         assert args == step["cmd"], "command %d differs" % len(ran)
+        if "data" in step:
+            assert kwargs.get("data") == step["data"], "stdin of command %d differs" % len(ran)
+        for needle in step.get("data_contains", []):
+            assert needle in (kwargs.get("data") or ""), "stdin of command %d lacks %r" % (len(ran), needle)
         ran.append(args)
         apply_effect(step.get("effect", {}), names)
         return step.get("rc", 0), step.get("out", ""), step.get("err", "")
@@ -77,9 +91,17 @@ def run_case(case, main, tmp_path, monkeypatch):
     monkeypatch.setattr(CommandRunner, "run", fake_run)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
+    if "which" in case:
+        installed = expand(case["which"], names)
+        monkeypatch.setattr(CommandRunner, "which", lambda self, name, extra_dirs=(): installed.get(name))
+    warnings = []
+    if "warnings_contain" in case or "no_warnings" in case:
+        monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning, **kw: warnings.append(warning))
     args = expand(dict(case["args"]), names)
     if case.get("check_mode"):
         args["_ansible_check_mode"] = True
+    if case.get("diff_mode"):
+        args["_ansible_diff"] = True
     with patch_module_args(args), pytest.raises(ModuleExit) as exc:
         main()
     result = exc.value.result
@@ -91,6 +113,16 @@ def run_case(case, main, tmp_path, monkeypatch):
                 assert needle in result.get("msg", ""), result
         else:
             assert result.get(key) == value, "%s: %r != %r" % (key, result.get(key), value)
+    for dotted, needles in expand(case.get("expect_contains", {}), names).items():
+        value = result
+        for part in dotted.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        for needle in needles if isinstance(needles, list) else [needles]:
+            assert needle in str(value), "%s lacks %r: %r" % (dotted, needle, value)
+    for needle in expand(case.get("warnings_contain", []), names):
+        assert any(needle in w for w in warnings), "no warning contains %r: %r" % (needle, warnings)
+    if case.get("no_warnings"):
+        assert warnings == [], warnings
     for path in expand(case.get("exists", []), names):
         assert os.path.lexists(path), path
     for path in expand(case.get("absent", []), names):

@@ -1,0 +1,540 @@
+#!/usr/bin/python
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ray_firewall
+short_description: Open the Ray port plan to the cluster's own sources only (nftables, firewalld, ufw)
+version_added: 0.1.0
+description:
+  - Ray's dashboard and jobs API run arbitrary code for whoever reaches them. This module opens
+    the ports of the port plan that this node listens on (see O(role)) to the cluster's own
+    sources (O(sources)) and, for the O(admin_ports) only, to O(admin_sources); nobody else.
+  - The ports come from the same plan as M(raygate.cluster.ray_node) (O(ports),
+    O(port_offset), O(min_worker_ports)), so both modules always agree on them. The plan is
+    validated the same way (range, overlaps, worker range size, ephemeral port range).
+  - Three backends. V(nftables) owns one table (O(table), family C(inet)) and replaces it
+    atomically. V(firewalld) owns ipsets and the rich rules that reference them. V(ufw) owns
+    the allow rules carrying the comment C(raygate). Nothing else is touched on any backend.
+  - Every input is validated before any command that changes something runs; a bad source,
+    an unknown admin port name or a plan problem fails the task naming the value and the fix.
+  - Idempotent. nftables compares a short sha256 of the rendered ruleset, kept as a comment
+    in the table; firewalld and ufw compare the rules and entries we own with the desired ones.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Only reads the current state (firewalld, ufw) and, with nftables, validates the rendered
+        ruleset with C(nft -c) without loading it.
+  diff_mode:
+    support: full
+    details:
+      - nftables, the C(nft list table) output before and the rendered ruleset after;
+        firewalld and ufw, sorted lines of the entries and rules raygate owns.
+options:
+  state:
+    description:
+      - V(present) opens the plan ports to the sources. V(absent) removes exactly what raygate
+        owns on the chosen backend (and, with nftables, O(rules_file)).
+    type: str
+    choices: [present, absent]
+    default: present
+  backend:
+    description:
+      - V(auto) picks firewalld when C(firewall-cmd --state) says running, else ufw when
+        C(ufw status verbose) reports it active, else nftables when C(nft) is installed,
+        else fails.
+      - An explicit backend whose tool is missing fails (set the role variable
+        C(raygate_firewall_backend) to choose another one); explicit V(firewalld) also needs
+        firewalld running.
+    type: str
+    choices: [auto, nftables, firewalld, ufw]
+    default: auto
+  role:
+    description: Which plan ports this node listens on (the head has a few more than a worker).
+    type: str
+    choices: [head, worker]
+    default: worker
+  ports:
+    description:
+      - Port plan overrides, by name, exactly as for M(raygate.cluster.ray_node). Unset ones keep
+        the defaults.
+    type: dict
+    default: {}
+  port_offset:
+    description: Added to every port, for a second cluster on the same hosts (as in M(raygate.cluster.ray_node)).
+    type: int
+    default: 0
+  min_worker_ports:
+    description: The smallest acceptable size of the worker port range (as in M(raygate.cluster.ray_node)).
+    type: int
+    default: 64
+  sources:
+    description:
+      - Addresses or CIDR networks allowed to reach every plan port of this node, normally
+        every node of the cluster. IPv4 and IPv6 both work. A bare IPv4 address means C(/32),
+        a bare IPv6 address C(/128).
+      - A network written with host bits set (V(198.18.0.5/24)) is used as its network
+        (V(198.18.0.0/24)) with a warning. Duplicates and networks inside another listed one
+        are dropped. An unparsable value fails before any change.
+      - Required (non-empty) with O(state=present) unless O(allow_any_source=true); a C(/0)
+        is refused unless O(allow_any_source=true).
+    type: list
+    elements: str
+    default: []
+  admin_sources:
+    description:
+      - Addresses or networks that may also reach the O(admin_ports) (for example an
+        operator's workstation for the dashboard), parsed like O(sources).
+    type: list
+    elements: str
+    default: []
+  admin_ports:
+    description:
+      - Plan port names open to O(admin_sources), from the plan keys (V(gcs), V(dashboard),
+        V(client_server), V(node_manager), V(object_manager), V(dashboard_agent_listen),
+        V(dashboard_agent_grpc), V(runtime_env_agent), V(metrics_export),
+        V(autoscaler_metric), V(dashboard_metric)) and V(worker) for the worker port range.
+      - Unknown names fail listing the valid ones; names not on this node's O(role) are ignored.
+    type: list
+    elements: str
+    default: [dashboard]
+  allow_any_source:
+    description:
+      - Open the plan ports to every address (C(0.0.0.0/0) and C(::/0)). A warning says so on
+        every run. Anyone who can reach the ports can then run code on the cluster.
+    type: bool
+    default: false
+  deny_action:
+    description:
+      - What happens to packets for the plan ports from other sources, with nftables.
+        V(drop) drops them silently, V(reject) answers with a TCP reset.
+      - With firewalld and ufw the host's own default policy (zone target, ufw default
+        incoming policy) decides; this option is not used there.
+    type: str
+    choices: [drop, reject]
+    default: drop
+  table:
+    description: The nftables table raygate owns (family C(inet)).
+    type: str
+    default: raygate
+  zone:
+    description:
+      - The firewalld zone for the rich rules. Default is the default zone
+        (C(firewall-cmd --get-default-zone)).
+    type: str
+  rules_file:
+    description:
+      - With nftables, where the rendered ruleset is saved (mode 0644), so the operator can load
+        it at boot (C(nft -f <file>)); it replaces the table atomically. Removed by O(state=absent).
+    type: path
+    default: /etc/raygate/firewall.nft
+notes:
+  - Nothing but raygate's own rules is ever changed. No default policy, no C(ufw enable), no
+    flush of other tables, no reload beyond C(firewall-cmd --reload). SSH is never governed
+    (plan ports are 1024 or higher, and a plan covering port 22 is refused outright).
+  - nftables - one table C(inet <table>) with a C(filter) chain hooked on C(input), policy
+    accept (only our ports are governed), loaded in one C(nft -f) transaction that creates,
+    deletes and redefines the table. Rule order - C(ct state established,related accept)
+    first (loading a drop rule must not cut live Ray connections), C(iif "lo" accept), the
+    cluster sets C(cluster4)/C(cluster6) to every plan port, the admin sets
+    C(admin4)/C(admin6) to the admin ports, then the plan ports are dropped or rejected
+    for everybody else. Other tables (for example a host firewall with its own drop
+    policy) still see the packets; a packet must be accepted by every base chain. The
+    saved O(rules_file) is not loaded at boot by raygate itself.
+  - firewalld - sources live in ipsets raygate owns (C(raygate4), C(raygate6),
+    C(raygate-admin4), C(raygate-admin6), type C(hash:net)); rich rules in O(zone) that
+    reference them accept the plan ports. A rule is raygate's when it references one of these
+    ipsets, so O(state=absent) removes exactly those rules and ipsets. Changes are made to
+    the permanent configuration and applied with one C(firewall-cmd --reload). Whether others
+    are refused depends on the zone's target (the default targets reject); a zone with
+    target ACCEPT (such as C(trusted)) makes these rules restrict nothing.
+    O(allow_any_source) is written as the entries C(0.0.0.0/1), C(128.0.0.0/1), C(::/1) and
+    C(8000::/1) (hash:net cannot hold a C(/0)).
+  - ufw - one C(allow) rule per source and group of at most 15 ports (a range counts as two),
+    all with the comment C(raygate); stale ones are deleted with the same rule spec. ufw's
+    default incoming policy decides what others get; with C(allow) these rules restrict
+    nothing, and while ufw is inactive they are stored but not enforced; the module warns in
+    both cases and never enables ufw or changes its defaults.
+  - With O(backend=auto), a host where ufw is installed but inactive and nft is available gets
+    the nftables backend.
+"""
+
+EXAMPLES = r"""
+- name: Head - open the plan to the cluster, the dashboard also to an operator's workstation
+  raygate.cluster.ray_firewall:
+    role: head
+    sources: [10.0.0.0/24, "fd00:10::/64"]
+    admin_sources: [192.0.2.10]
+    admin_ports: [dashboard]
+
+- name: Workers - the cluster's node addresses only, rejecting everybody else
+  raygate.cluster.ray_firewall:
+    role: worker
+    sources: [10.0.0.1, 10.0.0.2, 10.0.0.3]
+    deny_action: reject
+
+- name: A second cluster on the same hosts, with its own table
+  raygate.cluster.ray_firewall:
+    role: worker
+    port_offset: 20000
+    table: raygate_b
+    rules_file: /etc/raygate/firewall-b.nft
+    sources: [10.0.0.0/24]
+
+- name: Force firewalld in a given zone
+  raygate.cluster.ray_firewall:
+    backend: firewalld
+    zone: internal
+    role: worker
+    sources: [10.0.0.0/24]
+
+- name: Remove everything raygate added to the firewall
+  raygate.cluster.ray_firewall:
+    state: absent
+"""
+
+RETURN = r"""
+backend:
+  description: The backend used.
+  returned: always
+  type: str
+  sample: nftables
+ports:
+  description: The plan ports of this role that the rules cover (the worker range as one entry).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: node_manager, port: "8076", proto: tcp}, {name: worker, port: "10002-10999", proto: tcp}]
+sources:
+  description: The normalised cluster sources (V(0.0.0.0/0) and V(::/0) with O(allow_any_source)).
+  returned: always
+  type: list
+  elements: str
+  sample: [198.18.0.0/24, "2001:db8::/64"]
+admin_sources:
+  description: The normalised admin sources.
+  returned: always
+  type: list
+  elements: str
+  sample: [192.0.2.10/32]
+rules:
+  description:
+    - Backend-neutral view of what is allowed - one entry per plan port with every source that
+      may reach it. Empty with O(state=absent).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{port: "8265", proto: tcp, sources: [192.0.2.10/32, 198.18.0.0/24]}]
+zone:
+  description: The firewalld zone holding the rich rules.
+  returned: when the backend is firewalld
+  type: str
+  sample: public
+diff:
+  description: Before and after, as text (see the diff_mode attribute).
+  returned: in diff mode
+  type: dict
+  sample: {before: "", after: "table inet raygate {}\n..."}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.raygate.cluster.plugins.module_utils import firewall as fw
+from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.files import (
+    remove_empty_parent,
+    remove_path,
+    write_file,
+)
+
+TOOLS = {"nftables": "nft", "firewalld": "firewall-cmd", "ufw": "ufw"}
+BACKEND_VAR = "raygate_firewall_backend"
+
+
+def _lines_text(lines):
+    return "".join(line + "\n" for line in lines)
+
+
+class RayFirewall:
+    def __init__(self, module, runner):
+        self.module = module
+        self.p = module.params
+        self.runner = runner
+        self.check = module.check_mode
+        self.warnings = []
+        self.ufw_state = None
+        self.zone = None
+
+    # -- helpers ----------------------------------------------------------------------
+    def fail(self, msg, **kwargs):
+        self.module.fail_json(msg=msg, **kwargs)
+
+    def run(self, args, data=None):
+        try:
+            return self.runner.run(args, data=data)
+        except CommandError as exc:
+            self.fail(str(exc))
+
+    def must(self, args, data=None, what=None):
+        rc, out, err = self.run(args, data=data)
+        if rc != 0:
+            detail = (err or out).strip()[-2000:]
+            self.fail("%s failed (rc=%s): %s" % (what or " ".join(args), rc, detail), rc=rc, command=args)
+        return out
+
+    # -- the desired state ------------------------------------------------------------
+    def plan(self):
+        """Built and validated exactly as ray_node does, so both modules agree on the ports."""
+        try:
+            plan, errors = pp.node_plan(self.p["ports"], self.p["port_offset"], self.p["min_worker_ports"])
+        except pp.PortPlanError as exc:
+            self.fail("invalid port plan: %s" % exc)
+        if errors:
+            self.fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
+        return plan
+
+    def desired(self):
+        plan = self.plan()
+        ports = pp.firewall_ports(plan, self.p["role"])
+        known = [entry["name"] for entry in pp.firewall_ports(plan, "head")]
+        try:
+            desired = fw.build_desired(
+                ports,
+                self.p["sources"],
+                admin_sources=self.p["admin_sources"],
+                admin_ports=self.p["admin_ports"],
+                known_names=known,
+                allow_any=self.p["allow_any_source"],
+            )
+        except fw.FirewallError as exc:
+            self.fail(str(exc))
+        self.warnings += desired["warnings"]
+        return desired
+
+    # -- which backend ----------------------------------------------------------------
+    def firewalld_running(self, binary):
+        rc, out, err = self.run([binary, "--state"])
+        return rc == 0 and out.strip() == "running", (out or err).strip()
+
+    def read_ufw_state(self, binary):
+        if self.ufw_state is None:
+            out = self.must([binary, "status", "verbose"])
+            self.ufw_state = fw.parse_ufw_status(out)
+        return self.ufw_state
+
+    def detect(self):
+        """(backend, binary): the explicit backend after checking its tool, or the auto choice."""
+        wanted = self.p["backend"]
+        if wanted != "auto":
+            binary = self.runner.which(TOOLS[wanted])
+            if not binary:
+                self.fail(
+                    "backend %s was requested but %s is not installed on this host; install it or set backend "
+                    "(the role variable %s) to auto or another backend" % (wanted, TOOLS[wanted], BACKEND_VAR)
+                )
+            if wanted == "firewalld":
+                running, said = self.firewalld_running(binary)
+                if not running:
+                    self.fail(
+                        "backend firewalld was requested but firewalld is not running (firewall-cmd --state: %s); "
+                        "start firewalld or set backend (the role variable %s)" % (said or "no answer", BACKEND_VAR)
+                    )
+            return wanted, binary
+        binary = self.runner.which("firewall-cmd")
+        if binary and self.firewalld_running(binary)[0]:
+            return "firewalld", binary
+        binary = self.runner.which("ufw")
+        if binary and self.read_ufw_state(binary)["active"]:
+            return "ufw", binary
+        binary = self.runner.which("nft")
+        if binary:
+            return "nftables", binary
+        self.fail(
+            "no supported firewall on this host: firewalld is not running, ufw is not active and nft is not "
+            "installed; install nftables, or set backend (the role variable %s)" % BACKEND_VAR
+        )
+
+    # -- nftables ---------------------------------------------------------------------
+    def nft_listing(self, nft):
+        table = self.p["table"]
+        rc, out, err = self.run([nft, "list", "table", "inet", table])
+        if rc == 0:
+            return out
+        if fw.nft_missing_table(err):
+            return None
+        self.fail("nft list table inet %s failed (rc=%s): %s" % (table, rc, (err or out).strip()))
+
+    def nft_present(self, nft, desired):
+        text, digest = fw.nft_ruleset(desired, self.p["table"], self.p["deny_action"])
+        listing = self.nft_listing(nft)
+        loaded = listing is not None and fw.nft_table_matches(listing, digest)
+        if not loaded:
+            # Check mode still proves the ruleset loads: nft -c runs the transaction without committing it.
+            args = [nft, "-c", "-f", "-"] if self.check else [nft, "-f", "-"]
+            self.must(args, data=text, what="loading the raygate ruleset (%s)" % " ".join(args))
+        file_changed, _diff = write_file(self.p["rules_file"], text, mode=0o644, check_mode=self.check)
+        return not loaded or file_changed, {"before": listing or "", "after": text}
+
+    def nft_absent(self, nft):
+        listing = self.nft_listing(nft)
+        if listing is not None and not self.check:
+            self.must([nft, "delete", "table", "inet", self.p["table"]])
+        removed = remove_path(self.p["rules_file"], check_mode=self.check)
+        remove_empty_parent(self.p["rules_file"], check_mode=self.check)
+        return listing is not None or removed, {"before": listing or "", "after": ""}
+
+    # -- firewalld --------------------------------------------------------------------
+    def firewalld_current(self, cmd):
+        """(our ipsets {name: entries}, our rich rules in the zone), from the permanent configuration."""
+        if self.zone is None:
+            self.zone = self.p["zone"] or self.must([cmd, "--get-default-zone"]).strip()
+        names = fw.owned_ipsets(fw.parse_ipset_names(self.must([cmd, "--permanent", "--get-ipsets"])))
+        sets = {}
+        for name in names:
+            sets[name] = fw.parse_lines(self.must([cmd, "--permanent", "--ipset=%s" % name, "--get-entries"]))
+        listed = self.must([cmd, "--permanent", "--zone=%s" % self.zone, "--list-rich-rules"])
+        return sets, fw.owned_rich_rules(fw.parse_lines(listed))
+
+    def firewalld_apply(self, cmd, changes):
+        zone = "--zone=%s" % self.zone
+        # Permanent configuration only, applied by the one reload at the end, so the order below
+        # only has to satisfy firewalld's checks: stale entries leave before new ones arrive
+        # (hash:net refuses overlapping entries), ipsets exist before rules reference them, and
+        # rules that reference an ipset leave before it is deleted.
+        if changes["remove_rules"]:
+            self.must([cmd, "--permanent", zone] + ["--remove-rich-rule=%s" % r for r in changes["remove_rules"]])
+        for name in changes["new_ipsets"]:
+            family = fw.IPSET_FAMILY[fw.ipset_version(name)]
+            self.must([cmd, "--permanent", "--new-ipset=%s" % name, "--type=hash:net", "--option=family=%s" % family])
+        for name, entries in changes["remove_entries"].items():
+            self.must([cmd, "--permanent", "--ipset=%s" % name] + ["--remove-entry=%s" % e for e in entries])
+        for name, entries in changes["add_entries"].items():
+            self.must([cmd, "--permanent", "--ipset=%s" % name] + ["--add-entry=%s" % e for e in entries])
+        for name in changes["delete_ipsets"]:
+            self.must([cmd, "--permanent", "--delete-ipset=%s" % name])
+        if changes["add_rules"]:
+            self.must([cmd, "--permanent", zone] + ["--add-rich-rule=%s" % r for r in changes["add_rules"]])
+        self.must([cmd, "--reload"])
+
+    def firewalld_sync(self, cmd, wanted_sets, wanted_rules):
+        sets, rules = self.firewalld_current(cmd)
+        changes = fw.firewalld_changes(wanted_sets, wanted_rules, sets, rules)
+        changed = fw.has_changes(changes)
+        if changed and not self.check:
+            self.firewalld_apply(cmd, changes)
+        diff = {
+            "before": _lines_text(fw.firewalld_lines(sets, rules, self.zone)),
+            "after": _lines_text(fw.firewalld_lines(wanted_sets, wanted_rules, self.zone)),
+        }
+        return changed, diff
+
+    def firewalld_present(self, cmd, desired):
+        return self.firewalld_sync(cmd, fw.firewalld_ipsets(desired), fw.firewalld_rich_rules(desired))
+
+    def firewalld_absent(self, cmd):
+        return self.firewalld_sync(cmd, {}, [])
+
+    # -- ufw --------------------------------------------------------------------------
+    def ufw_warnings(self, ufw):
+        state = self.read_ufw_state(ufw)
+        if not state["active"]:
+            self.warnings.append(
+                "ufw is inactive: raygate's rules are stored but not enforced until ufw is enabled "
+                "(raygate never runs ufw enable; allow SSH before enabling it)"
+            )
+        elif state["default_incoming"] == "allow":
+            self.warnings.append(
+                "ufw's default incoming policy is allow: raygate's allow rules restrict nothing and the Ray ports "
+                "stay open to everybody; set 'ufw default deny incoming' (SSH allowed first) to close them"
+            )
+
+    def ufw_sync(self, ufw, wanted):
+        current = fw.parse_ufw_added(self.must([ufw, "show", "added"]))
+        add, delete = fw.ufw_changes(wanted, current)
+        if not self.check:
+            # Add before deleting, so an active ufw never has a moment without the cluster's rules.
+            for rule in add:
+                self.must([ufw] + fw.ufw_args(rule))
+            for rule in delete:
+                self.must([ufw] + fw.ufw_args(rule, delete=True))
+        diff = {
+            "before": _lines_text(sorted("ufw " + r for r in current)),
+            "after": _lines_text(sorted("ufw " + r for r in wanted)),
+        }
+        return bool(add or delete), diff
+
+    def ufw_present(self, ufw, desired):
+        self.ufw_warnings(ufw)
+        return self.ufw_sync(ufw, fw.ufw_rules(desired))
+
+    def ufw_absent(self, ufw):
+        return self.ufw_sync(ufw, [])
+
+    # -- the run ----------------------------------------------------------------------
+    def apply(self):
+        present = self.p["state"] == "present"
+        try:
+            fw.check_table_name(self.p["table"])
+        except fw.FirewallError as exc:
+            self.fail(str(exc))
+        desired = self.desired() if present else None
+        backend, binary = self.detect()
+        if present:
+            handler = {"nftables": self.nft_present, "firewalld": self.firewalld_present, "ufw": self.ufw_present}
+            changed, diff = handler[backend](binary, desired)
+            result = {
+                "ports": desired["ports"],
+                "sources": fw.net_text(desired["cluster"]),
+                "admin_sources": fw.net_text(desired["admin"]),
+                "rules": fw.neutral_rules(desired),
+            }
+        else:
+            handler = {"nftables": self.nft_absent, "firewalld": self.firewalld_absent, "ufw": self.ufw_absent}
+            changed, diff = handler[backend](binary)
+            result = {"ports": [], "sources": [], "admin_sources": [], "rules": []}
+        result.update(changed=changed, backend=backend)
+        if backend == "firewalld":
+            result["zone"] = self.zone
+        if self.module._diff:
+            result["diff"] = diff
+        return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            backend=dict(type="str", choices=["auto", "nftables", "firewalld", "ufw"], default="auto"),
+            role=dict(type="str", choices=["head", "worker"], default="worker"),
+            ports=dict(type="dict", default={}),
+            port_offset=dict(type="int", default=0),
+            min_worker_ports=dict(type="int", default=64),
+            sources=dict(type="list", elements="str", default=[]),
+            admin_sources=dict(type="list", elements="str", default=[]),
+            admin_ports=dict(type="list", elements="str", default=["dashboard"]),
+            allow_any_source=dict(type="bool", default=False),
+            deny_action=dict(type="str", choices=["drop", "reject"], default="drop"),
+            table=dict(type="str", default="raygate"),
+            zone=dict(type="str"),
+            rules_file=dict(type="path", default="/etc/raygate/firewall.nft"),
+        ),
+        supports_check_mode=True,
+    )
+    firewall = RayFirewall(module, CommandRunner(timeout=120))
+    result = firewall.apply()
+    for warning in firewall.warnings:
+        module.warn(warning)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

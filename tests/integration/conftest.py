@@ -58,7 +58,11 @@ def pristine(sandbox3):
     """Asserts, after the test, that no node was changed by the (failing) play."""
     yield
     for index in range(1, sandbox3 + 1):
-        rc, out = node(index, "ls -d /opt/raygate /etc/raygate /run/raygate 2>/dev/null; pgrep -a -x raylet")
+        rc, out = node(
+            index,
+            "ls -d /opt/raygate /etc/raygate /run/raygate /etc/nccl.conf 2>/dev/null; pgrep -a -x raylet;"
+            " nft list tables | grep raygate; ufw show added | grep raygate",
+        )
         assert out.strip() == "", "node%d was changed: %s" % (index, out)
 
 

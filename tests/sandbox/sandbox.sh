@@ -23,7 +23,7 @@ MAX_NODES=20
 BRIDGE=rgbr0
 BRIDGE_IP=198.18.0.1
 NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
-# Where each node sees tests/sandbox/sim (read-only); its bin/ tools are linked into /usr/local/bin.
+# Where each node sees a copy of tests/sandbox/sim (read-only); its bin/ tools are linked into /usr/local/bin.
 SIM_DIR=/usr/local/lib/raygate-sim
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 KEY="${STATE}/id_ed25519"
@@ -212,7 +212,7 @@ start_node() {
     # Detached (own session, stdio to init.log) so the node outlives the calling shell.
     setsid nsenter --net="/run/netns/rg-node${i}" -- \
         unshare --pid --mount --uts --ipc --fork --kill-child --propagation private -- \
-        /bin/bash "${HERE}/node-init.sh" "${i}" "${STATE}" "$2" "${SHM_SIZE}" "${NODE_PATH}" "${HERE}/sim" "${SIM_DIR}" \
+        /bin/bash "${HERE}/node-init.sh" "${i}" "${STATE}" "$2" "${SHM_SIZE}" "${NODE_PATH}" "${STATE}/sim" "${SIM_DIR}" \
         </dev/null >"${dir}/init.log" 2>&1 9>&- &
     echo "$!" >"${dir}/launcher.pid"
 }
@@ -253,6 +253,10 @@ cmd_up() {
     ssh-keygen -q -t ed25519 -N '' -C raygate-sandbox -f "${KEY}"
     chmod 0600 "${KEY}"
     echo "${n}" >"${STATE}/nodes"
+    # The nodes see the simulators from the state dir: the checkout may sit under /tmp,
+    # which every node hides behind its own tmpfs.
+    mkdir -p "${STATE}/sim"
+    cp -a "${HERE}/sim/." "${STATE}/sim/"
     setup_bridge
     for ((i = 1; i <= n; i++)); do
         start_node "${i}" "${n}"

@@ -18,7 +18,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 SANDBOX = os.path.join(HERE, "sandbox.sh")
 STATE = os.environ.get("RAYGATE_SANDBOX_DIR", "/srv/raygate/sandbox")
-COLLECTIONS = os.path.join(REPO, ".build", "collections")
 SIM_ROOT = "/opt/raygate-sim"
 
 pytestmark = pytest.mark.skipif(
@@ -26,17 +25,29 @@ pytestmark = pytest.mark.skipif(
     reason="the sandbox needs root, iproute2, util-linux and tini",
 )
 
-# Runs inside a node with the node's python3: the checkout (and its .build/collections link)
-# is visible at the same path there, so the module_utils are imported as Ansible would ship them.
+# Runs inside a node with the node's python3. The checkout may not be visible there (CI
+# clones under /tmp, which each node covers with its own tmpfs), so the module_utils are
+# written into the node's /tmp as the package layout Ansible ships them in.
+MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
+SOURCES = {}
+for _name in ("fabric.py", "_runner.py"):
+    with open(os.path.join(MODULE_UTILS, _name)) as _fh:
+        SOURCES[_name] = _fh.read()
 DETECT = """
-import json, sys
-sys.path.insert(0, %r)
+import json, os, sys
+base = "/tmp/raygate-detect"
+pkg = os.path.join(base, "ansible_collections", "raygate", "cluster", "plugins", "module_utils")
+os.makedirs(pkg, exist_ok=True)
+for name, text in %r.items():
+    with open(os.path.join(pkg, name), "w") as fh:
+        fh.write(text)
+sys.path.insert(0, base)
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 result = fabric.gather(CommandRunner(timeout=60), root=%r)
 result.pop("devices")
 print(json.dumps(result))
-""" % (COLLECTIONS, SIM_ROOT)
+""" % (SOURCES, SIM_ROOT)
 
 
 def sandbox(*args, check=True, timeout=120):

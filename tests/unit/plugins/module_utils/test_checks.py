@@ -1,0 +1,67 @@
+"""The check-result model: result shape, verdict precedence, numeric comparisons."""
+
+import pytest
+
+from ansible_collections.raygate.cluster.plugins.module_utils import checks
+
+
+def test_result_has_exactly_the_five_keys():
+    r = checks.result("ecc", "fail", "2 uncorrectable", value=2, threshold=0)
+    assert r == {"name": "ecc", "status": "fail", "detail": "2 uncorrectable", "value": 2, "threshold": 0}
+
+
+@pytest.mark.parametrize("status", ["ok", "FAIL", "", None])
+def test_result_rejects_unknown_status(status):
+    with pytest.raises(ValueError):
+        checks.result("x", status, "d")
+
+
+@pytest.mark.parametrize(
+    "statuses, expected",
+    [
+        ([], "pass"),
+        (["skip", "skip"], "pass"),
+        (["pass", "skip"], "pass"),
+        (["pass", "warn", "skip"], "warn"),
+        (["warn", "fail", "pass"], "fail"),
+        (["fail"], "fail"),
+    ],
+)
+def test_verdict(statuses, expected):
+    assert checks.verdict([checks.result("c%d" % i, s, "") for i, s in enumerate(statuses)]) == expected
+
+
+@pytest.mark.parametrize(
+    "value, threshold, op, status",
+    [
+        (16, 16, ">=", "pass"),
+        (8, 16, ">=", "fail"),
+        (0, 0, "<=", "pass"),
+        (3, 0, "<=", "fail"),
+        (4, 4, "==", "pass"),
+        (3, 4, "==", "fail"),
+    ],
+)
+def test_compare(value, threshold, op, status):
+    r = checks.compare("pcie_width", value, threshold, op, unit="lanes")
+    assert r["status"] == status
+    assert r["value"] == value and r["threshold"] == threshold
+    assert "lanes" in r["detail"]
+
+
+def test_compare_severity_and_custom_details():
+    bad = checks.compare("temp", 91, 85, "<=", unit="C", detail_bad="too hot", severity="warn")
+    assert bad["status"] == "warn" and bad["detail"] == "too hot"
+    ok = checks.compare("temp", 40, 85, "<=", detail_ok="cool")
+    assert ok["status"] == "pass" and ok["detail"] == "cool"
+
+
+def test_compare_missing_value_is_skip():
+    r = checks.compare("ecc", None, 0, "<=")
+    assert r["status"] == "skip" and r["value"] is None
+
+
+@pytest.mark.parametrize("op, severity", [("<", "fail"), (">=", "pass")])
+def test_compare_rejects_bad_op_or_severity(op, severity):
+    with pytest.raises(ValueError):
+        checks.compare("x", 1, 1, op, severity=severity)

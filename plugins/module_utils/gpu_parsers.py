@@ -425,7 +425,7 @@ def _json_test(category, test):
         ids = res.get("gpu_ids", res.get("gpu_id", res.get("entity_id")))
         per.append((_status(res.get("status")) or "warn", _gpu_ids(ids)))
         msgs.extend(_json_messages(res))
-    status = _worst(s for s, _ in per)
+    status = _worst(pair[0] for pair in per)
     gpus = sorted(set(g for s, ids in per if s == status for g in ids))
     return {"name": test.get("name"), "category": category, "status": status, "gpus": gpus, "info": "\n".join(msgs)}
 
@@ -494,7 +494,7 @@ def _text_test(section, name, values):
         if m:
             ids = _gpu_ids(m.group(2)) if m.group(2) and "all" not in m.group(2).lower() else []
             per.append((_status(m.group(1)), ids))
-    status = _worst(s for s, _ in per)
+    status = _worst(pair[0] for pair in per)
     gpus = sorted(set(g for s, ids in per if s == status for g in ids))
     return {"name": name, "category": section, "status": status, "gpus": gpus, "info": ""}
 

@@ -7,23 +7,16 @@ leaves none behind.
 
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
+from sandbox_run import HERE, STATE, needs_sandbox, sandbox
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-SANDBOX = os.path.join(HERE, "sandbox.sh")
-STATE = os.environ.get("RAYGATE_SANDBOX_DIR", "/srv/raygate/sandbox")
 SIM_ROOT = "/opt/raygate-sim"
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "unshare", "nsenter", "tini")),
-    reason="the sandbox needs root, iproute2, util-linux and tini",
-)
+pytestmark = needs_sandbox
 
 # Runs inside a node with the node's python3. The checkout may not be visible there (CI
 # clones under /tmp, which each node covers with its own tmpfs), so the module_utils are
@@ -48,15 +41,6 @@ result = fabric.gather(CommandRunner(timeout=60), root=%r)
 result.pop("devices")
 print(json.dumps(result))
 """ % (SOURCES, SIM_ROOT)
-
-
-def sandbox(*args, check=True, timeout=120):
-    result = subprocess.run(
-        [SANDBOX, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
-    )
-    if check and result.returncode != 0:
-        pytest.fail(f"sandbox.sh {' '.join(args)} -> rc {result.returncode}\n{result.stdout}\n{result.stderr}")
-    return result
 
 
 def over_ssh(index, script, check=True):

@@ -274,7 +274,8 @@ class NcclEnv:
         env = ne.build_env(
             found, interfaces, socket_ifname=ifname, force_net=p["force_net"], require_gdr=p["require_gdr"]
         )
-        if p["fabric"] == "none" and p["require_gdr"] is False and fab_has_rdma(found):
+        # fabric none on a host with RDMA: NCCL would still pick IB unless told not to.
+        if p["fabric"] == "none" and not p["require_gdr"] and fab.choose_fabric(found.get("devices") or []) != "none":
             env["NCCL_IB_DISABLE"] = "1"
         for key, value in p["env"].items():
             if value is None:
@@ -333,10 +334,6 @@ class NcclEnv:
         for warning in self.warnings:
             self.module.warn(warning)
         self.module.exit_json(**result)
-
-
-def fab_has_rdma(found):
-    return any(d.get("kind") in ("efa", "ib", "roce") for d in found.get("devices") or [])
 
 
 def main():

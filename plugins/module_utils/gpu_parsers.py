@@ -544,3 +544,68 @@ def parse_dcgmi_diag(text):
         if isinstance(data, dict):
             return _parse_dcgm_json(data)
     return _parse_dcgm_table(text)
+
+
+# ---------------------------------------------------------------------------- kernel log timestamps
+# Added for gpu_health: classic rsyslog/syslog lines carry a wall-clock date without a year before the
+# kernel's own boot-relative stamp ("Nov 21 10:00:01 node3 kernel: [ 1234.567890] NVRM: ..."). The
+# wall date is the one comparable with "now", so it wins over the bracketed boot seconds.
+_SYSLOG = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})\s")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_NVRM = "NVRM:"
+
+
+def _syslog_seconds(m, now):
+    """Local-time epoch of a year-less syslog date: this year, or last year if that would be in the future."""
+    month = _MONTHS.index(m.group(1)) + 1 if m.group(1) in _MONTHS else None
+    if month is None:
+        return None
+    now = time.time() if now is None else now
+    year = time.localtime(now).tm_year
+    fields = [year, month, int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)), 0, 0, -1]
+    try:
+        seconds = time.mktime(tuple(fields))
+        if seconds > now + 86400:
+            fields[0] = year - 1
+            seconds = time.mktime(tuple(fields))
+    except (OverflowError, ValueError):
+        return None
+    return seconds
+
+
+def line_timestamp(line, now=None):
+    """(seconds, clock) of one kernel log line, as ``parse_xids`` would stamp it, syslog dates first.
+
+    A classic syslog date (``Nov 21 10:00:01``, local time, no year: the year is that of ``now`` unless
+    that lies in the future) gives ``wall``; otherwise the same forms ``parse_xids`` reads. Only the
+    text before ``NVRM:`` is looked at, so a message cannot fake a time. (None, None) when undated.
+    """
+    m = _SYSLOG.match(line)
+    if m:
+        seconds = _syslog_seconds(m, now)
+        if seconds is not None:
+            return seconds, "wall"
+    cut = line.find(_NVRM)
+    return _timestamp(line if cut < 0 else line[:cut])
+
+
+def kernel_log_xids(text, now=None):
+    """``parse_xids`` over a kernel log, with each Xid stamped by ``line_timestamp`` (syslog dates first)."""
+    out = []
+    for line in text.splitlines():
+        if "Xid" not in line:
+            continue
+        for xid in parse_xids(line):
+            xid["timestamp"], xid["clock"] = line_timestamp(line, now)
+            out.append(xid)
+    return out
+
+
+def newest_timestamps(text, now=None):
+    """``{"wall": newest epoch seconds or None, "boot": newest boot seconds or None}`` over all lines."""
+    newest = {"wall": None, "boot": None}
+    for line in text.splitlines():
+        seconds, clock = line_timestamp(line, now)
+        if clock and (newest[clock] is None or seconds > newest[clock]):
+            newest[clock] = seconds
+    return newest

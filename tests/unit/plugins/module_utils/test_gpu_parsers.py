@@ -659,3 +659,50 @@ def test_sample_dcgm_deployment_error_remap_pending():
     (err,) = out["tests"]
     assert err["category"] == "Deployment" and err["status"] == "fail" and err["gpus"] == [3]
     assert err["info"] == "GPU 3 has uncorrectable memory errors and row remappings are pending"
+
+
+# ------------------------------------------------------------------ kernel log timestamps (added for gpu_health)
+SYSLOG_XID = "Nov 21 09:59:00 node3 kernel: [ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=1, name=a, Off the bus"
+
+
+def _local(text, year):
+    return time.mktime(time.strptime("%d %s" % (year, text), "%Y %b %d %H:%M:%S"))
+
+
+def test_line_timestamp_prefers_the_syslog_date_over_boot_seconds():
+    now = _local("Nov 21 10:00:00", 2025)
+    assert gp.line_timestamp(SYSLOG_XID, now) == (_local("Nov 21 09:59:00", 2025), "wall")
+    # parse_xids alone reads the bracketed boot seconds of the same line.
+    assert gp.parse_xids(SYSLOG_XID)[0]["clock"] == "boot"
+
+
+def test_line_timestamp_syslog_year_rolls_back_instead_of_into_the_future():
+    now = _local("Jan  2 08:00:00", 2026)
+    seconds, clock = gp.line_timestamp("Dec 31 23:00:00 node3 kernel: hello", now)
+    assert clock == "wall" and seconds == _local("Dec 31 23:00:00", 2025)
+
+
+def test_line_timestamp_other_forms_and_undated():
+    assert gp.line_timestamp("[  812.5] node3 kernel: NVRM: Xid (PCI:0000:18:00): 79, x") == (812.5, "boot")
+    iso = "2025-11-21T09:00:00.250000+00:00 node3 kernel: NVRM: Xid (PCI:0000:18:00): 13, x"
+    assert gp.line_timestamp(iso) == (pytest.approx(1763715600.25), "wall")
+    assert gp.line_timestamp("NVRM: Xid (PCI:0000:18:00): 13, at [ 99.0] 2030-01-01T00:00:00Z") == (None, None)
+    assert gp.line_timestamp("Foo 21 09:59:00 not a month") == (None, None)
+
+
+def test_kernel_log_xids_restamps_and_keeps_everything_else():
+    text = "\n".join(
+        [SYSLOG_XID, "Nov 21 09:59:01 node3 kernel: usb 1-1: new device", "[ 5.0] NVRM: Xid (PCI:0000:2a:00): 13, y"]
+    )
+    now = _local("Nov 21 10:00:00", 2025)
+    out = gp.kernel_log_xids(text, now)
+    assert [(x["xid"], x["clock"]) for x in out] == [(79, "wall"), (13, "boot")]
+    assert out[0]["timestamp"] == _local("Nov 21 09:59:00", 2025) and out[0]["message"] == "Off the bus"
+    assert out[1]["timestamp"] == 5.0 and out[1]["pci"] == "0000:2a:00"
+
+
+def test_newest_timestamps_over_all_lines():
+    now = _local("Nov 21 10:00:00", 2025)
+    text = "\n".join([SYSLOG_XID, "Nov 21 09:59:30 node3 kernel: usb", "[ 7.0] a", "[ 9.5] b", "no stamp"])
+    assert gp.newest_timestamps(text, now) == {"wall": _local("Nov 21 09:59:30", 2025), "boot": 9.5}
+    assert gp.newest_timestamps("") == {"wall": None, "boot": None}

@@ -493,3 +493,83 @@ def judge(parsed, transports, min_busbw=None, require=GDR_SUFFIX):
         _check_completed(parsed),
         _check_transport(transports, require),
     ]
+
+
+# ---------------------------------------------------------------------------- thresholds and fabric
+
+_IB_USING_RE = re.compile(r"\bNET/IB\s*:\s*Using\s+(.*)$")
+SCOPES = ("single_node", "2_node")
+
+
+_MODEL_WORD_RE = re.compile(r"^[A-Z]{1,2}[0-9]{1,3}[A-Z]?$")
+
+
+def gpu_model_of(parsed):
+    """The GPU model named in the device list (``NVIDIA H100 80GB HBM3`` -> ``H100``), or None.
+
+    A model of DEFAULT_THRESHOLDS wins; otherwise the first model-like word (``A100``, ``L40S``).
+    """
+    known = {key[0] for key in DEFAULT_THRESHOLDS}
+    other = None
+    for device in parsed.get("devices") or []:
+        for word in re.split(r"[\s-]+", device.get("name") or ""):
+            if word in known:
+                return word
+            if other is None and _MODEL_WORD_RE.match(word):
+                other = word
+    return other
+
+
+def fabric_of(text, transports=None):
+    """The fabric NCCL used, from its INFO log: ``efa``, ``ib``, ``roce``, ``socket`` or None.
+
+    IB and RoCE share NCCL's IB plugin; its ``NET/IB : Using [0]mlx5_0:1/RoCE`` line tells them
+    apart. EFA shows as the ``Libfabric``/``AWS Libfabric`` network (or the OFI ``efa`` provider).
+    """
+    transports = transports if transports is not None else parse_transports(text)
+    if transports.get("fallback"):
+        return "socket"
+    names = [transports.get("network") or ""]
+    names.extend(ch["net"] or "" for ch in transports.get("channels") or [] if ch["transport"] == "NET")
+    if any("Libfabric" in name for name in names) or transports.get("ofi_provider") == "efa":
+        return "efa"
+    if any(name.startswith("IB") for name in names):
+        for line in _lines(text):
+            found = _IB_USING_RE.search(line)
+            if found:
+                return "roce" if "/RoCE" in found.group(1) else "ib"
+        return "ib"
+    return None
+
+
+def default_threshold(gpu_model, fabric, scope, nranks=None, max_size=None):
+    """``(min_busbw, detail)`` from DEFAULT_THRESHOLDS, or ``(None, why not)``.
+
+    ``scope``: ``single_node`` (looked up as fabric ``nvlink``: one HGX node talks over NVSwitch)
+    or ``2_node``. A figure applies only to a run like the one it was measured on: the same
+    number of ranks (when known) and a sweep reaching its size, since busbw grows with size.
+    """
+    if scope not in SCOPES:
+        raise ValueError("scope must be one of %s, not %r" % (", ".join(SCOPES), scope))
+    if not gpu_model:
+        return None, "the GPU model is unknown (no device list in the output); set gpu_model or min_busbw"
+    if scope != "single_node" and not fabric:
+        return None, "the fabric is unknown (no NCCL network in the output); set fabric or min_busbw"
+    key = (gpu_model, "nvlink" if scope == "single_node" else fabric, scope)
+    entry = DEFAULT_THRESHOLDS.get(key)
+    what = "%s %s" % (gpu_model, scope if scope == "single_node" else "%s over %s" % (scope, fabric))
+    if entry is None:
+        return None, "no default threshold for %s; set min_busbw" % what
+    if nranks is not None and nranks != entry["gpus"]:
+        return None, "the default threshold for %s is for %d GPUs, this run had %d; set min_busbw" % (
+            what,
+            entry["gpus"],
+            nranks,
+        )
+    if max_size is not None and max_size < entry["size"]:
+        return None, "the default threshold for %s is at %d bytes, this run stopped at %d; set min_busbw" % (
+            what,
+            entry["size"],
+            max_size,
+        )
+    return entry["min_busbw"], "default threshold for %s: %.2f GB/s" % (what, entry["min_busbw"])

@@ -403,3 +403,67 @@ def test_real_nccl_info_ofi_plugin_falling_back_to_ib():
     assert np_.parse_nccl_tests(text)["nranks"] == 16
     check = _by_name(np_.judge(np_.parse_nccl_tests(text), transports))["nccl_transport"]
     assert check["status"] == "pass" and check["value"] == "NET/IB/GDRDMA"
+
+
+# ---------------------------------------------------------------------------- model, fabric, default thresholds
+
+
+def _devices(*names):
+    return {"devices": [{"name": name} for name in names]}
+
+
+@pytest.mark.parametrize(
+    "names, model",
+    [
+        (["NVIDIA H100 80GB HBM3"], "H100"),
+        (["NVIDIA H200"], "H200"),
+        (["NVIDIA A100-SXM4-40GB"], "A100"),
+        (["Tesla T4", "NVIDIA H100 80GB HBM3"], "H100"),
+        (["NVIDIA L40S"], "L40S"),
+        ([], None),
+        (["NVIDIA Graphics Device"], None),
+    ],
+)
+def test_gpu_model_of(names, model):
+    assert np_.gpu_model_of(_devices(*names)) == model
+
+
+@pytest.mark.parametrize(
+    "log, fabric",
+    [
+        (GDR_LOG, "ib"),
+        (SOCKET_LOG, "socket"),
+        (
+            "x:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
+            "x:1:2 [0] NCCL INFO Using network IB\n",
+            "roce",
+        ),
+        (
+            "x:1:2 [0] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)\n"
+            "x:1:2 [0] NCCL INFO Using network AWS Libfabric\n"
+            "x:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/AWS Libfabric/0/GDRDMA\n",
+            "efa",
+        ),
+        ("x:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n", None),
+        ("", None),
+    ],
+)
+def test_fabric_of(log, fabric):
+    assert np_.fabric_of(log) == fabric
+
+
+def test_default_threshold_applies_only_to_a_matching_run():
+    sixteen = 16 << 30
+    assert np_.default_threshold("H100", None, "single_node", 8, sixteen)[0] == 460.0
+    assert np_.default_threshold("H200", "ib", "single_node", None, None)[0] == 431.0
+    assert np_.default_threshold("H100", "efa", "2_node", 16, sixteen)[0] == 462.0
+    value, why = np_.default_threshold("H100", "efa", "2_node", 2, sixteen)
+    assert value is None and "is for 16 GPUs, this run had 2; set min_busbw" in why
+    value, why = np_.default_threshold("H100", None, "single_node", 8, 1 << 30)
+    assert value is None and "this run stopped at 1073741824; set min_busbw" in why
+    value, why = np_.default_threshold("H100", "ib", "2_node", 16, sixteen)
+    assert value is None and why == "no default threshold for H100 2_node over ib; set min_busbw"
+    assert "set gpu_model or min_busbw" in np_.default_threshold(None, "ib", "2_node")[1]
+    assert "set fabric or min_busbw" in np_.default_threshold("H100", None, "2_node")[1]
+    with pytest.raises(ValueError):
+        np_.default_threshold("H100", "ib", "3_node")

@@ -1,0 +1,109 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The health gate's decision and reports, made on the controller from the nodes' check results.
+
+It never fails the task for an unhealthy cluster: the role shows the summary first and then
+fails. It fails on malformed arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
+
+NODE_SPEC = {
+    "host": {"type": "str", "required": True},
+    "role": {"type": "str", "required": True, "choices": list(hr.ROLES)},
+    "address": {"type": "str"},
+    "status": {"type": "str", "default": "checked", "choices": list(hr.NODE_STATUSES)},
+    "skip_reason": {"type": "str"},
+    "checks": {"type": "list", "elements": "dict", "default": []},
+}
+ARGUMENT_SPEC = {
+    "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_SPEC},
+    "head": {"type": "str"},
+    "min_healthy": {"type": "int", "default": 1},
+    "dest": {"type": "path", "default": "artifacts/health"},
+    "valid_for": {"type": "int", "default": 86400},
+    "fail_on_warn": {"type": "bool", "default": False},
+    "run_id": {"type": "str"},
+    "write": {"type": "bool", "default": True},
+}
+
+
+def _write_atomically(path, content):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def make_report(args, now, check_mode=False):
+    """Everything the action returns, for validated ``args`` at Unix time ``now``.
+
+    Writes the files unless ``check_mode`` or ``args['write']`` is false. Raises ValueError on
+    bad input (the action turns it into a task failure).
+    """
+    report = hr.build_report(
+        args["nodes"],
+        head=args.get("head"),
+        min_healthy=args["min_healthy"],
+        fail_on_warn=args["fail_on_warn"],
+        valid_for=args["valid_for"],
+        checked_at=int(now),
+        run_id=args.get("run_id"),
+    )
+    report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
+    rendered = hr.render_files(report)
+    files = {key: os.path.join(report_dir, name) for key, (name, content) in rendered.items()}
+    written = bool(args["write"]) and not check_mode
+    if written:
+        os.makedirs(report_dir, exist_ok=True)
+        for key, path in files.items():
+            _write_atomically(path, rendered[key][1])
+    keys = ("healthy", "unhealthy", "warned", "head_healthy", "enough", "ok", "message", "run_id")
+    out = {key: report[key] for key in keys}
+    out.update(
+        changed=bool(args["write"]),
+        written=written,
+        report_dir=report_dir,
+        files=files,
+        summary=hr.render_summary(report),
+        textfiles=hr.render_textfiles(report),
+        checked_at=report["checked_at_epoch"],
+        valid_until=report["valid_until_epoch"],
+    )
+    return out
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = True
+    _supports_async = False
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        try:
+            result.update(make_report(args, time.time(), check_mode=bool(self._task.check_mode)))
+        except ValueError as exc:
+            raise AnsibleActionFail("health_report: %s" % exc) from exc
+        except OSError as exc:
+            raise AnsibleActionFail("health_report: cannot write the report: %s" % exc) from exc
+        return result

@@ -1,0 +1,243 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: health_report
+short_description: Decide the health gate and write its reports on the controller
+version_added: 0.1.0
+description:
+  - Takes the check results of M(raygate.cluster.gpu_health) and M(raygate.cluster.nccl_test) for
+    every node and decides which nodes are healthy, whether the head is, and whether enough
+    nodes remain (RV(ok)).
+  - A node's verdict is V(fail) if any of its checks failed, else V(warn) if any warned, else
+    V(pass); skipped checks do not count. A node given with O(nodes[].status=skipped) is a
+    running member that was not re-checked; its verdict is V(skipped) and it counts as healthy.
+    A checked node without any check result fails (check V(checks)).
+  - Writes into O(dest)/O(run_id)/ the files C(report.json) (everything, with the thresholds as
+    carried in the checks and ISO 8601 UTC times), C(report.md) (a summary table, then one table
+    of checks per node), C(junit.xml) (one C(testsuite) per node, one C(testcase) with classname
+    C(raygate.health.<host>) per check; fail is a failure, warn passes with C(system-out), skip is
+    skipped) and C(healthy_hosts.txt) (one host per line).
+  - Returns one Prometheus textfile per checked node in RV(textfiles) (node_exporter textfile
+    collector format) for the role to place on the node. Metrics, all gauges -
+    C(raygate_health_node_healthy{host,role}) 1 or 0;
+    C(raygate_health_check_status{host,check,source}) 0 pass, 1 warn, 2 fail, -1 skip;
+    C(raygate_health_check_value{host,check,source}) the measured value, for numeric values only;
+    C(raygate_health_checked_at_seconds{host}) and C(raygate_health_valid_until_seconds{host}) Unix times.
+  - It never fails for an unhealthy cluster (the caller shows RV(summary), then fails on RV(ok));
+    it fails on malformed arguments.
+  - This is an action plugin; it runs on the controller only. Call it once (C(run_once=true)).
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode the decision and RV(files) are returned, nothing is written, and
+        C(changed) predicts whether files would be written.
+  diff_mode:
+    support: none
+options:
+  nodes:
+    description: Every node of the cluster with its check results.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      host:
+        description: Inventory host name.
+        type: str
+        required: true
+      role:
+        description: The node's Ray role.
+        type: str
+        required: true
+        choices: [head, worker]
+      address:
+        description: The node's cluster address (shown in the reports).
+        type: str
+      status:
+        description:
+          - V(checked) when the checks ran on this run; V(skipped) for a running member that was
+            not re-checked (counted healthy, its O(nodes[].checks) are only recorded).
+        type: str
+        default: checked
+        choices: [checked, skipped]
+      skip_reason:
+        description: Why the node was not re-checked.
+        type: str
+      checks:
+        description:
+          - Check results C({name, status, detail, value, threshold}) with an extra C(source)
+            key (V(gpu_health), V(nccl_test) or V(nccl_pairs)). One check per name and source.
+        type: list
+        elements: dict
+        default: []
+  head:
+    description:
+      - Inventory host of the Ray head. Defaults to the node whose O(nodes[].role) is V(head).
+      - A head that is not in O(nodes) (it left the play before the gate) is unhealthy.
+    type: str
+  min_healthy:
+    description: The fewest healthy nodes (head included) that make RV(enough) true.
+    type: int
+    default: 1
+  dest:
+    description: Directory on the controller for the reports, relative to the current directory.
+    type: path
+    default: artifacts/health
+  valid_for:
+    description: Seconds the result stays valid (RV(valid_until) is RV(checked_at) plus this).
+    type: int
+    default: 86400
+  fail_on_warn:
+    description: Count a node whose verdict is V(warn) as unhealthy.
+    type: bool
+    default: false
+  run_id:
+    description:
+      - Name of the report's subdirectory of O(dest) (letters, digits, C(.), C(_), C(-)).
+        Defaults to the UTC time as C(YYYYmmddTHHMMSSZ).
+    type: str
+  write:
+    description: Write the report files. V(false) only decides and returns.
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: Decide the health gate and write the reports
+  raygate.cluster.health_report:
+    head: node1
+    min_healthy: 2
+    nodes:
+      - host: node1
+        role: head
+        address: 10.0.0.1
+        checks: "{{ hostvars['node1'].raygate_gpu_health.checks | map('combine', {'source': 'gpu_health'}) }}"
+      - host: node2
+        role: worker
+        address: 10.0.0.2
+        status: skipped
+        skip_reason: running member, checked yesterday
+  run_once: true
+  register: raygate_health
+
+- name: Show the summary
+  ansible.builtin.debug:
+    msg: "{{ raygate_health.summary }}"
+  run_once: true
+
+- name: Fail when the gate failed
+  ansible.builtin.fail:
+    msg: "{{ raygate_health.message }}"
+  when: not raygate_health.ok
+  run_once: true
+"""
+
+RETURN = r"""
+healthy:
+  description: Healthy hosts (skipped nodes included), in the order of O(nodes).
+  returned: always
+  type: list
+  elements: str
+  sample: [node1, node2]
+unhealthy:
+  description: "Unhealthy hosts with their reasons, each as C(check: detail)."
+  returned: always
+  type: dict
+  sample: {node3: ["xid: Xid 79 on GPU 3"]}
+warned:
+  description: Every checked host with warnings, whatever its verdict, with the warning reasons.
+  returned: always
+  type: dict
+  sample: {node2: ["thermal_throttle: GPU 1 hw_thermal_slowdown active"]}
+head_healthy:
+  description: Whether the head is healthy.
+  returned: always
+  type: bool
+  sample: true
+enough:
+  description: Whether at least O(min_healthy) nodes are healthy.
+  returned: always
+  type: bool
+  sample: true
+ok:
+  description: RV(head_healthy) and RV(enough).
+  returned: always
+  type: bool
+  sample: true
+message:
+  description: The decision in one line (names the head and its reasons, or the counts).
+  returned: always
+  type: str
+  sample: "health gate failed: 1 healthy of 3, need 2"
+run_id:
+  description: The report's subdirectory name.
+  returned: always
+  type: str
+  sample: 20260102T030405Z
+report_dir:
+  description: Absolute path of the report directory on the controller.
+  returned: always
+  type: str
+  sample: /home/me/raygate/artifacts/health/20260102T030405Z
+files:
+  description: Absolute paths of the report files (where they are, or would be in check mode).
+  returned: always
+  type: dict
+  contains:
+    json:
+      description: report.json
+      type: str
+      returned: always
+      sample: /home/me/raygate/artifacts/health/20260102T030405Z/report.json
+    markdown:
+      description: report.md
+      type: str
+      returned: always
+      sample: /home/me/raygate/artifacts/health/20260102T030405Z/report.md
+    junit:
+      description: junit.xml
+      type: str
+      returned: always
+      sample: /home/me/raygate/artifacts/health/20260102T030405Z/junit.xml
+    healthy_hosts:
+      description: healthy_hosts.txt
+      type: str
+      returned: always
+      sample: /home/me/raygate/artifacts/health/20260102T030405Z/healthy_hosts.txt
+written:
+  description: Whether the files were written on this run.
+  returned: always
+  type: bool
+  sample: true
+summary:
+  description: A fixed-width table (host, role, verdict, healthy, reasons) for the play output, then RV(message).
+  returned: always
+  type: list
+  elements: str
+  sample: ["HOST   ROLE    VERDICT  HEALTHY  REASONS", "node1  head    pass     yes", "health gate passed: ..."]
+textfiles:
+  description: Prometheus textfile content per checked host (skipped hosts keep their previous one).
+  returned: always
+  type: dict
+  sample: {node1: "# HELP raygate_health_check_status ...\n"}
+checked_at:
+  description: Unix time of this run.
+  returned: always
+  type: int
+  sample: 1767323045
+valid_until:
+  description: Unix time after which the result is stale.
+  returned: always
+  type: int
+  sample: 1767409445
+"""

@@ -7,8 +7,10 @@
 #   sandbox.sh exec I CMD..  run CMD inside node I (all its namespaces)
 #   sandbox.sh ssh I [CMD]   ssh into node I as root with the sandbox key
 #   sandbox.sh inventory     YAML inventory fragment for the running nodes
-#   sandbox.sh scenario I F  install JSON file F as node I's hardware scenario and rebuild its
-#                            simulated sysfs tree (tools: fi_info ibstat ibv_devinfo; sim/)
+#   sandbox.sh scenario I F  install JSON file F as node I's hardware scenario (keys fabric, gpu),
+#                            rebuild its simulated sysfs tree, GPU files and kernel log, and publish
+#                            F for the other nodes' mpirun as $STATE/sim/scenarios/{<ip>,node<I>}.json
+#                            (tools: fi_info ibstat ibv_devinfo nvidia-smi dcgmi all_reduce_perf mpirun)
 #
 # Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24), own PID namespace
 # (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
@@ -316,8 +318,10 @@ cmd_exec() {
 }
 
 # Validate, build the node's tree, then save the file as its scenario: a bad file changes nothing.
+# Then publish it where every node sees it read-only (${SIM_DIR}/scenarios, the bind of ${STATE}/sim):
+# a node's simulated mpirun reads its peers' hardware there, by address or by name.
 cmd_scenario() {
-    local i=${1:-} file=${2:-} pid
+    local i=${1:-} file=${2:-} pid dest name
     require_node "${i}"
     [[ -n ${file} && $# -eq 2 ]] || die "usage: scenario I FILE"
     [[ -f ${file} && -r ${file} ]] || die "cannot read scenario file: ${file}"
@@ -325,6 +329,13 @@ cmd_scenario() {
     nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/ -- \
         env -i PATH="${NODE_PATH}" LANG=C.UTF-8 \
         /usr/bin/python3 "${SIM_DIR}/raygate_sim.py" set-scenario <"${file}"
+    dest="${STATE}/sim/scenarios"
+    mkdir -p "${dest}"
+    chmod 0755 "${dest}"
+    for name in "$(node_ip "${i}")" "node${i}"; do
+        install -m 0644 "${file}" "${dest}/${name}.json.tmp"
+        mv -f "${dest}/${name}.json.tmp" "${dest}/${name}.json"
+    done
 }
 
 cmd_ssh() {
@@ -360,7 +371,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 

@@ -4,8 +4,10 @@ A node's scenario (JSON, default /etc/raygate-sim/scenario.json) describes its h
 ``build`` turns the ``fabric`` part into ``<root>/sys/class/infiniband/...`` laid out like the
 kernel's sysfs, and the simulated ``fi_info``, ``ibstat`` and ``ibv_devinfo`` render their
 output from that tree alone, so the tree is the single source of truth. ``<root>`` is
-``$RAYGATE_SIM_ROOT`` or /opt/raygate-sim. Unknown top-level scenario keys (``gpus``...)
-are left to other simulators.
+``$RAYGATE_SIM_ROOT`` or /opt/raygate-sim. The ``gpu`` key belongs to gpu_sim.py (same
+directory): ``build`` and ``set-scenario`` validate it too and, after the tree, let gpu_sim
+write its files (kernel log, ``<root>/proc/driver/nvidia``, ``<root>/sys/module/nvidia_peermem``).
+Other top-level keys are ignored.
 
     raygate_sim.py build [--scenario F] [--root R] [--init]   (--init: write the default
                                                               scenario first if F is missing)
@@ -28,6 +30,10 @@ import os
 import shutil
 import sys
 import tempfile
+
+# gpu_sim.py lives beside this file; tests load this one by path, so the directory may not be on sys.path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_sim  # noqa: E402
 
 DEFAULT_SCENARIO = "/etc/raygate-sim/scenario.json"
 DEFAULT_ROOT = "/opt/raygate-sim"
@@ -96,6 +102,10 @@ def parse_scenario(text, where="scenario"):
     if not isinstance(data, dict):
         raise ScenarioError("%s must be a JSON object" % where)
     normalize_fabric(data.get("fabric"))
+    try:
+        gpu_sim.normalize_gpu(data.get("gpu"))
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from exc
     return data
 
 
@@ -762,13 +772,20 @@ def main(argv=None):
                 _save(path, json.dumps({"fabric": DEFAULT_FABRIC}, indent=2) + "\n")
             scenario = load_scenario(path)
         names = build_tree(root, scenario.get("fabric"))
+        # After the tree: build_tree replaces <root>/sys, where gpu_sim puts sys/module/nvidia_peermem.
+        gpu_sim.build(root, scenario)
         if argv[0] == "set-scenario":
             _save(path, text)
     except ScenarioError as exc:
         sys.stderr.write("raygate-sim: %s\n" % exc)
         return 2
     fabric = normalize_fabric(scenario.get("fabric"))
-    print("raygate-sim: %s fabric, %d device(s) under %s/sys" % (fabric["type"], len(names), root))
+    gpu = gpu_sim.normalize_gpu(scenario.get("gpu"))
+    gpus = "no GPU" if gpu["model"] == "none" else "%d x %s" % (gpu["count"], gpu["model"])
+    faults = ", ".join(f["type"] for f in gpu["faults"]) or "healthy"
+    print(
+        "raygate-sim: %s fabric, %d device(s) under %s/sys; %s (%s)" % (fabric["type"], len(names), root, gpus, faults)
+    )
     return 0
 
 

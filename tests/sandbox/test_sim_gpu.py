@@ -1,0 +1,692 @@
+"""The GPU simulators (sim/gpu_sim.py) on this host, no sandbox: every tool runs as a subprocess
+against scenario files in a tmp dir, and its output goes through OUR parsers
+(plugins/module_utils/gpu_parsers.py, nccl_parsers.py). A healthy node must parse clean; each
+fault must show exactly in the field it is about and nowhere else. Where ../shared/samples is
+present, the simulated output is also compared with real output for structure.
+"""
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers, nccl_parsers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIM_DIR = os.path.join(HERE, "sim")
+GPU_SIM = os.path.join(SIM_DIR, "gpu_sim.py")
+RAYGATE_SIM = os.path.join(SIM_DIR, "raygate_sim.py")
+SAMPLES = os.path.join(HERE, "..", "..", "..", "shared", "samples")
+EPOCH = "1763719200"  # 2025-11-21T10:00:00Z
+BUSES = ["0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00", "0000:9a:00", "0000:ab:00", "0000:ba:00", "0000:db:00"]
+HOSTS = "127.0.0.1 localhost\n198.18.0.1 rg-host\n198.18.0.11 node1\n198.18.0.12 node2\n198.18.0.13 node3\n"
+SWEEP = ["-b", "8", "-e", "16G", "-f", "2"]
+PAIR = ["-np", "16", "-H", "node1:8,node2:8", "--allow-run-as-root", "-x", "NCCL_DEBUG=INFO"]
+
+needs_samples = pytest.mark.skipif(not os.path.isdir(SAMPLES), reason="../shared/samples is not present")
+
+
+class Sim:
+    """Runs the simulated tools as node1 of a tmp world: its scenario, /etc/hosts, peers' scenarios."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.scenarios = tmp_path / "scenarios"
+        self.scenarios.mkdir()
+        (tmp_path / "hosts").write_text(HOSTS)
+        self.scenario({})
+
+    def scenario(self, data, host=None):
+        """node1's own scenario (host None), or a peer's as published by sandbox.sh scenario."""
+        path = self.tmp / "scenario.json" if host is None else self.scenarios / ("%s.json" % host)
+        path.write_text(json.dumps(data))
+
+    def env(self, extra=None, hostname="node1"):
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LC_ALL": "C",
+            "RAYGATE_SIM_SCENARIO": str(self.tmp / "scenario.json"),
+            "RAYGATE_SIM_SCENARIOS_DIR": str(self.scenarios),
+            "RAYGATE_SIM_HOSTS_FILE": str(self.tmp / "hosts"),
+            "RAYGATE_SIM_HOSTNAME": hostname,
+            "RAYGATE_SIM_EPOCH": EPOCH,
+        }
+        env.update(extra or {})
+        return env
+
+    def run(self, tool, *args, env=None, hostname="node1"):
+        cmd = [sys.executable, "-B", GPU_SIM, "tool", tool, tool, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=self.env(env, hostname), timeout=60)
+
+    def ok(self, tool, *args, **kw):
+        result = self.run(tool, *args, **kw)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    def build(self, root=None):
+        root = root or self.tmp / "root"
+        cmd = [sys.executable, "-B", RAYGATE_SIM, "build", "--scenario", str(self.tmp / "scenario.json")]
+        subprocess.run(cmd + ["--root", str(root)], check=True, capture_output=True, env=self.env())
+        return root
+
+
+@pytest.fixture
+def sim(tmp_path):
+    return Sim(tmp_path)
+
+
+def gpu_spec(*faults, **keys):
+    spec = dict(keys)
+    spec["faults"] = list(faults)
+    return {"gpu": spec}
+
+
+# ------------------------------------------------------------------------- node summary
+
+
+def summary(sim):
+    """Every field the gpu_health checks read, from the simulated node, through our parsers."""
+    nvsmi = gpu_parsers.parse_nvsmi_xml(sim.ok("nvidia-smi", "-q", "-x"))
+    nvlink = gpu_parsers.parse_nvlink_status(sim.ok("nvidia-smi", "nvlink", "-s"))
+    dcgm = gpu_parsers.parse_dcgmi_diag(sim.ok("dcgmi", "diag", "-r", "2", "-j"))
+    root = sim.build()
+    kern = (root / "var" / "log" / "kern.log").read_text()
+    version = root / "proc" / "driver" / "nvidia" / "version"
+    gpus = {}
+    for g in nvsmi["gpus"]:
+        gpus[g["index"]] = {
+            "name": g["name"],
+            "pci": g["pci_bus_id"],
+            "persistence": g["persistence_mode"],
+            "ecc_mode": g["ecc_mode_current"],
+            "ecc": g["ecc_errors"],
+            "retired_pending": g["retired_pages"]["pending"],
+            "remapped": g["remapped_rows"],
+            "pcie": g["pcie"],
+            "slowdown": (g["clocks_event_reasons"]["hw_slowdown"], g["clocks_event_reasons"]["hw_thermal_slowdown"]),
+            "fabric": g["fabric"],
+            "mig": g["mig_mode"],
+            "links_down": [x["link"] for x in nvlink[g["index"]] if x["state"] != "up"],
+            "links": len(nvlink[g["index"]]),
+        }
+    return {
+        "driver": nvsmi["driver_version"],
+        "cuda": nvsmi["cuda_version"],
+        "attached": nvsmi["attached_gpus"],
+        "gpus": gpus,
+        "dcgm": (dcgm["overall"], [(t["name"], t["gpus"]) for t in dcgm["tests"] if t["status"] != "pass"]),
+        "xids": [(x["xid"], x["pci"]) for x in gpu_parsers.parse_xids(kern)],
+        "peermem": (root / "sys" / "module" / "nvidia_peermem" / "initstate").exists(),
+        "open_module": version.exists() and "Open Kernel Module" in version.read_text(),
+    }
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory):
+    return summary(Sim(tmp_path_factory.mktemp("healthy")))
+
+
+def test_healthy_default_is_eight_clean_h100(healthy):
+    assert (healthy["driver"], healthy["cuda"], healthy["attached"]) == ("550.90.07", "12.4", 8)
+    assert sorted(healthy["gpus"]) == list(range(8))
+    zero = {"sram_correctable": 0, "sram_uncorrectable": 0, "dram_correctable": 0, "dram_uncorrectable": 0}
+    for index, g in healthy["gpus"].items():
+        assert g["name"] == "NVIDIA H100 80GB HBM3"
+        assert g["pci"].lower() == "0000" + BUSES[index] + ".0"
+        assert (g["persistence"], g["ecc_mode"], g["mig"]) == ("Enabled", "Enabled", "Disabled")
+        assert g["ecc"] == {"volatile": zero, "aggregate": zero}
+        assert g["retired_pending"] is not True
+        assert g["remapped"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+        assert g["pcie"] == {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16}
+        assert g["slowdown"] == (False, False)
+        assert g["fabric"] == {"state": "Completed", "status": "Success"}
+        assert (g["links"], g["links_down"]) == (18, [])
+    assert healthy["dcgm"] == ("pass", [])
+    assert healthy["xids"] == []
+    assert healthy["peermem"] and healthy["open_module"]
+
+
+def test_healthy_details(sim):
+    xml = sim.ok("nvidia-smi", "-q", "-x")
+    assert '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">' in xml and "<!ENTITY" not in xml
+    uuids = [g["uuid"] for g in gpu_parsers.parse_nvsmi_xml(xml)["gpus"]]
+    assert len(set(uuids)) == 8 and all(re.match(r"^GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$", u) for u in uuids)
+    listing = sim.ok("nvidia-smi", "-L").splitlines()
+    assert listing == ["GPU %d: NVIDIA H100 80GB HBM3 (UUID: %s)" % (i, u) for i, u in enumerate(uuids)]
+    links = gpu_parsers.parse_nvlink_status(sim.ok("nvidia-smi", "nvlink", "-s", "-i", "3"))
+    assert list(links) == [3] and {x["speed_gbps"] for x in links[3]} == {26.562}
+    csv = sim.ok("nvidia-smi", "--query-gpu=index,pci.bus_id,memory.total,remapped_rows.pending", "--format=csv")
+    assert csv.splitlines()[:2] == [
+        "index, pci.bus_id, memory.total [MiB], remapped_rows.pending",
+        "0, 00000000:18:00.0, 81559 MiB, No",
+    ]
+    bare = sim.ok("nvidia-smi", "--query-gpu=uuid,memory.total", "--format=csv,noheader,nounits", "-i", "1")
+    assert bare == "%s, 81559\n" % uuids[1]
+    # Output is a function of the scenario and the host name only.
+    assert sim.ok("nvidia-smi", "-q", "-x") == xml
+    assert sim.ok("nvidia-smi", "-q", "-x", hostname="node2") != xml
+    table = gpu_parsers.parse_dcgmi_diag(sim.ok("dcgmi", "diag", "-r", "3"))
+    assert table["overall"] == "pass" and table["metadata"]["Driver Version Detected"] == "550.90.07"
+    assert {t["category"] for t in table["tests"]} == {"Deployment", "Integration", "Hardware", "Stress"}
+
+
+def test_h200_model(sim):
+    sim.scenario(gpu_spec(model="H200", count=4, driver="570.86.15", cuda="12.8"))
+    parsed = gpu_parsers.parse_nvsmi_xml(sim.ok("nvidia-smi", "-q", "-x"))
+    assert (parsed["driver_version"], parsed["cuda_version"], parsed["attached_gpus"]) == ("570.86.15", "12.8", 4)
+    assert {g["name"] for g in parsed["gpus"]} == {"NVIDIA H200"}
+
+
+# Each fault and what it must change in the healthy summary (and nothing else).
+def _set(path, value):
+    def apply(s):
+        node = s
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return apply
+
+
+def _all_gpus(key, value):
+    def apply(s):
+        for g in s["gpus"].values():
+            g[key] = value
+
+    return apply
+
+
+def _ecc(index, field, value):
+    def apply(s):
+        for block in ("volatile", "aggregate"):
+            s["gpus"][index]["ecc"][block][field] = value
+
+    return apply
+
+
+def _drop(*indexes):
+    def apply(s):
+        for i in indexes:
+            del s["gpus"][i]
+        s["attached"] -= len(indexes)
+
+    return apply
+
+
+def _ecc_off(index):
+    def apply(s):
+        s["gpus"][index]["ecc_mode"] = "Disabled"
+        for block in ("volatile", "aggregate"):
+            s["gpus"][index]["ecc"][block] = dict.fromkeys(s["gpus"][index]["ecc"][block])
+
+    return apply
+
+
+FAULT_CASES = {
+    "ecc_uncorrectable": ({"type": "ecc_uncorrectable", "gpu": 2, "count": 3}, [_ecc(2, "dram_uncorrectable", 3)]),
+    "ecc_correctable": (
+        {"type": "ecc_correctable", "gpu": 1, "count": 250, "kind": "sram"},
+        [_ecc(1, "sram_correctable", 250)],
+    ),
+    "ecc_correctable_dram": ({"type": "ecc_correctable", "gpu": 6}, [_ecc(6, "dram_correctable", 200)]),
+    "ecc_disabled": ({"type": "ecc_disabled", "gpu": 4}, [_ecc_off(4)]),
+    "persistence_off": ({"type": "persistence_off"}, [_all_gpus("persistence", "Disabled")]),
+    "retired_pending": ({"type": "retired_pending", "gpu": 5}, [_set(["gpus", 5, "retired_pending"], True)]),
+    "remap_pending": (
+        {"type": "remap_pending", "gpu": 3},
+        [_set(["gpus", 3, "remapped", "pending"], True), _set(["gpus", 3, "remapped", "uncorrectable"], 1)],
+    ),
+    "remap_failure": ({"type": "remap_failure", "gpu": 6}, [_set(["gpus", 6, "remapped", "failure"], True)]),
+    "xid": ({"type": "xid", "xid": 79, "gpu": 3}, [_set(["xids"], [(79, "0000:5d:00")])]),
+    "xid_app": ({"type": "xid", "xid": 13}, [_set(["xids"], [(13, "0000:18:00")])]),
+    "nvlink_down": ({"type": "nvlink_down", "gpu": 2, "link": 5}, [_set(["gpus", 2, "links_down"], [5])]),
+    "pcie_downgraded": (
+        {"type": "pcie_downgraded", "gpu": 7},
+        [_set(["gpus", 7, "pcie"], {"gen_current": 3, "gen_max": 5, "width_current": 8, "width_max": 16})],
+    ),
+    "missing_gpu": ({"type": "missing_gpu", "count": 2}, [_drop(6, 7)]),
+    "thermal_throttle": ({"type": "thermal_throttle", "gpu": 0}, [_set(["gpus", 0, "slowdown"], (True, True))]),
+    "fabric_manager_down": (
+        {"type": "fabric_manager_down"},
+        [_all_gpus("fabric", {"state": "In Progress", "status": None})],
+    ),
+    "dcgm_fail": ({"type": "dcgm_fail", "gpu": 3}, [_set(["dcgm"], ("fail", [("GPU Memory", [3])]))]),
+    "dcgm_fail_deployment": (
+        {"type": "dcgm_fail", "test": "Page Retirement/Row Remap", "gpu": 1},
+        [_set(["dcgm"], ("fail", [("Page Retirement/Row Remap", [1])]))],
+    ),
+    "no_gdr": ({"type": "no_gdr"}, [_set(["peermem"], False), _set(["open_module"], False)]),
+    "socket_fallback": ({"type": "socket_fallback"}, []),
+    "low_bandwidth": ({"type": "low_bandwidth", "factor": 0.25}, []),
+    "wrong_values": ({"type": "wrong_values"}, []),
+    "nccl_abort": ({"type": "nccl_abort"}, []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAULT_CASES))
+def test_each_fault_shows_only_where_expected(sim, healthy, case):
+    fault, changes = FAULT_CASES[case]
+    sim.scenario(gpu_spec(fault))
+    expected = copy.deepcopy(healthy)
+    for change in changes:
+        change(expected)
+    assert summary(sim) == expected
+
+
+def test_nvlink_all_down_and_dcgm_text_table(sim):
+    down = [{"type": "nvlink_down", "gpu": 1, "link": link} for link in range(18)]
+    sim.scenario(gpu_spec(*down, {"type": "dcgm_fail", "gpu": 5}))
+    text = sim.ok("nvidia-smi", "nvlink", "-s")
+    assert "NVML: Unable to retrieve NVLink information as all links are inactive" in text
+    assert gpu_parsers.parse_nvlink_status(text)[1] == []
+    table = gpu_parsers.parse_dcgmi_diag(sim.ok("dcgmi", "diag", "-r", "2"))
+    assert table["overall"] == "fail"
+    assert [(t["name"], t["status"], t["gpus"]) for t in table["tests"] if t["status"] != "pass"] == [
+        ("GPU Memory", "fail", [5])
+    ]
+    # A level that does not run the named test does not report it.
+    assert gpu_parsers.parse_dcgmi_diag(sim.ok("dcgmi", "diag", "-r", "1", "-j"))["overall"] == "pass"
+
+
+def test_no_gpu_model(sim):
+    sim.scenario({"gpu": {"model": "none"}})
+    result = sim.run("nvidia-smi", "-q", "-x")
+    assert result.returncode == 9 and "couldn't communicate with the NVIDIA driver" in result.stdout
+    assert sim.run("dcgmi", "diag", "-r", "1").returncode != 0
+    perf = sim.run("all_reduce_perf", "-g", "8")
+    assert perf.returncode != 0 and "CUDA driver version is insufficient" in perf.stdout
+    assert nccl_parsers.parse_nccl_tests(perf.stdout)["aborted"]
+    root = sim.build()
+    assert not (root / "proc" / "driver" / "nvidia").exists()
+    assert not (root / "sys" / "module" / "nvidia_peermem").exists()
+    assert (root / "sys" / "class" / "infiniband" / "mlx5_0").is_dir()
+
+
+def test_bad_options_fail_like_the_tools(sim):
+    smi = sim.run("nvidia-smi", "--bogus")
+    assert smi.returncode == 2 and "Please run 'nvidia-smi -h'" in smi.stdout
+    field = sim.run("nvidia-smi", "--query-gpu=index,nonsense", "--format=csv")
+    assert field.returncode == 2 and 'Field "nonsense" is not a valid field to query.' in field.stdout
+    assert sim.run("nvidia-smi", "-i", "9", "-L").returncode == 6
+    assert sim.run("dcgmi", "diag", "-r", "7").returncode != 0
+    assert sim.run("dcgmi", "diag", "--nope").returncode != 0
+    perf = sim.run("all_reduce_perf", "-q", "1")
+    assert perf.returncode != 0 and "USAGE: all_reduce_perf" in perf.stdout
+    mpi = sim.run("mpirun", "--no-such-thing", "all_reduce_perf")
+    assert mpi.returncode != 0 and 'unknown option "--no-such-thing"' in mpi.stderr
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"model": "A100"}, "gpu.model"),
+        ({"count": 9}, "gpu.count"),
+        ({"faults": [{"type": "meltdown"}]}, "gpu.faults[0].type"),
+        ({"faults": [{"type": "xid", "gpu": 8}]}, "bad gpu 8"),
+        ({"faults": [{"type": "low_bandwidth", "factor": 2}]}, "bad factor"),
+        ({"faults": [{"type": "missing_gpu", "count": 8}]}, "at least one"),
+        ({"nvswitch": False, "faults": [{"type": "fabric_manager_down"}]}, "nvswitch"),
+        ({"colour": "green"}, "unknown gpu keys"),
+    ],
+)
+def test_bad_gpu_scenarios_change_nothing(sim, bad, message):
+    path = sim.tmp / "node.json"
+    path.write_text('{"fabric": {"type": "ib"}}')
+    cmd = [sys.executable, "-B", RAYGATE_SIM, "set-scenario", "--scenario", str(path), "--root", str(sim.tmp / "r")]
+    result = subprocess.run(cmd, input=json.dumps({"gpu": bad}), capture_output=True, text=True, env=sim.env())
+    assert result.returncode == 2 and message in result.stderr
+    assert path.read_text() == '{"fabric": {"type": "ib"}}'
+
+
+def test_build_keeps_the_fabric_tree_and_replaces_gpu_files(sim):
+    sim.scenario({"fabric": {"type": "efa", "devices": 2}, "gpu": {"faults": [{"type": "xid", "xid": 48, "gpu": 1}]}})
+    root = sim.build()
+    assert sorted(os.listdir(root / "sys" / "class" / "infiniband")) == ["rdmap16s0", "rdmap21s0"]
+    assert (root / "sys" / "module" / "nvidia_peermem" / "initstate").read_text() == "live\n"
+    assert sorted(os.listdir(root)) == ["proc", "sys", "var"]
+    kern = (root / "var" / "log" / "kern.log").read_text()
+    xids = gpu_parsers.parse_xids(kern)
+    assert [(x["xid"], x["pci"], x["clock"]) for x in xids] == [(48, "0000:2a:00", "boot")]
+    assert re.match(r"^\w{3} [ \d]\d \d\d:\d\d:\d\d node1 kernel: \[ *\d+\.\d{6}\] NVRM: Xid", kern.splitlines()[-1])
+    sim.scenario({"gpu": {"faults": [{"type": "no_gdr"}]}})
+    sim.build(root)
+    assert not (root / "sys" / "module" / "nvidia_peermem").exists()
+    assert (root / "sys" / "class" / "infiniband" / "mlx5_7").is_dir()
+    assert gpu_parsers.parse_xids((root / "var" / "log" / "kern.log").read_text()) == []
+
+
+def test_tool_wrappers(sim, tmp_path):
+    for tool in ("nvidia-smi", "dcgmi", "all_reduce_perf", "mpirun"):
+        path = os.path.join(SIM_DIR, "bin", tool)
+        assert os.stat(path).st_mode & 0o777 == 0o755
+        with open(path) as fh:
+            assert 'gpu_sim.py" tool %s "$0" "$@"' % tool in fh.read()
+    link = tmp_path / "nvidia-smi"
+    link.symlink_to(os.path.join(SIM_DIR, "bin", "nvidia-smi"))
+    result = subprocess.run([str(link), "-L"], capture_output=True, text=True, env=sim.env())
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 8
+
+
+# ---------------------------------------------------------------------------- nccl-tests
+
+
+def perf(sim, *args, env=None, rc=0):
+    result = sim.run("all_reduce_perf", *args, env=env)
+    assert result.returncode == rc, result.stdout + result.stderr
+    return result.stdout
+
+
+def mpirun(sim, *args, env=None, rc=0):
+    result = sim.run("mpirun", *args, env=env)
+    assert result.returncode == rc, result.stdout[-3000:] + result.stderr
+    return result
+
+
+def test_single_node_healthy(sim):
+    out = perf(sim, *SWEEP, "-g", "8")
+    parsed = nccl_parsers.parse_nccl_tests(out)
+    assert parsed["test"] is None or parsed["test"] == "all_reduce_perf"
+    assert parsed["nranks"] == 8 and not parsed["aborted"] and parsed["errors"] == []
+    assert [d["bus_id"] for d in parsed["devices"]] == BUSES
+    assert {d["name"] for d in parsed["devices"]} == {"NVIDIA H100 80GB HBM3"}
+    assert parsed["rows"][-1]["size"] == 16 << 30 and len(parsed["rows"]) == 32
+    assert 460 <= parsed["max_size_busbw"] <= 490
+    assert (parsed["wrong_total"], parsed["out_of_bounds"]) == (0, 0)
+    assert 0 < parsed["avg_busbw"] < parsed["max_size_busbw"]
+    assert "NCCL INFO" not in out
+    checks = nccl_parsers.judge(parsed, None, min_busbw=460)
+    assert [c["status"] for c in checks] == ["pass", "pass", "pass", "skip"]
+    # Same host, same numbers; another host, other (still healthy) numbers.
+    assert perf(sim, *SWEEP, "-g", "8") == out
+    other = sim.run("all_reduce_perf", *SWEEP, "-g", "8", hostname="node3").stdout
+    assert nccl_parsers.parse_nccl_tests(other)["max_size_busbw"] != parsed["max_size_busbw"]
+
+
+def test_single_node_nccl_info_has_no_net_channels(sim):
+    out = perf(sim, *SWEEP, "-g", "8", env={"NCCL_DEBUG": "INFO"})
+    transports = nccl_parsers.parse_transports(out)
+    assert transports["channels"] and {c["transport"] for c in transports["channels"]} == {"P2P"}
+    assert transports["network"] == "IB" and not transports["fallback"]
+    assert any(
+        re.match(r"^node1:\d+:\d+ \[0\] NCCL INFO NCCL version 2\.\d+\.\d+\+cuda12\.4$", x) for x in out.split("\n")
+    )
+    parsed = nccl_parsers.parse_nccl_tests(out)
+    assert not parsed["aborted"] and parsed["errors"] == [] and parsed["nranks"] == 8
+    assert nccl_parsers.judge(parsed, transports, min_busbw=460)[3]["status"] == "skip"
+
+
+def test_single_node_h200(sim):
+    sim.scenario(gpu_spec(model="H200"))
+    parsed = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8"))
+    assert parsed["max_size_busbw"] >= 431 and {d["name"] for d in parsed["devices"]} == {"NVIDIA H200"}
+
+
+def test_more_gpus_than_the_node_has(sim):
+    out = perf(sim, "-g", "9", rc=2)
+    assert "Test CUDA failure" in out and "'invalid device ordinal'" in out
+    parsed = nccl_parsers.parse_nccl_tests(out)
+    assert parsed["aborted"] and parsed["rows"] == []
+    sim.scenario(gpu_spec({"type": "missing_gpu"}))
+    assert "invalid device ordinal" in perf(sim, "-g", "8", rc=2)
+    assert nccl_parsers.parse_nccl_tests(perf(sim, "-g", "7"))["nranks"] == 7
+
+
+def test_fabric_manager_down_fails_cuda(sim):
+    sim.scenario(gpu_spec({"type": "fabric_manager_down"}))
+    out = perf(sim, "-g", "8", rc=2)
+    assert "'system not yet initialized'" in out and nccl_parsers.parse_nccl_tests(out)["aborted"]
+
+
+def test_single_node_faults(sim):
+    healthy = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8"))["max_size_busbw"]
+    sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5}))
+    low = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8"))
+    assert 0.45 * healthy < low["max_size_busbw"] < 0.55 * healthy
+    assert nccl_parsers.judge(low, None, min_busbw=460)[0]["status"] == "fail"
+    sim.scenario(gpu_spec({"type": "wrong_values", "count": 4}))
+    out = perf(sim, *SWEEP, "-g", "8", rc=1)
+    wrong = nccl_parsers.parse_nccl_tests(out)
+    assert wrong["wrong_total"] == 8 and wrong["out_of_bounds"] == 8 and "# Out of bounds values : 8 FAILED" in out
+    assert wrong["rows"][-1]["oop"]["wrong"] == 4 and wrong["rows"][-2]["oop"]["wrong"] == 0
+    assert nccl_parsers.judge(wrong, None)[1]["status"] == "fail"
+    unchecked = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8", "-c", "0"))
+    assert unchecked["rows"][-1]["oop"]["wrong"] is None
+    sim.scenario(gpu_spec({"type": "nccl_abort"}))
+    out = perf(sim, *SWEEP, "-g", "8", env={"NCCL_DEBUG": "WARN"}, rc=3)
+    aborted = nccl_parsers.parse_nccl_tests(out)
+    assert aborted["aborted"] and 0 < len(aborted["rows"]) < 32
+    assert "Test NCCL failure" in out and "NCCL WARN" in out
+    assert nccl_parsers.judge(aborted, None)[2]["status"] == "fail"
+
+
+def _pair(sim, *extra, env=None, rc=0, host_args=None):
+    args = list(PAIR) if host_args is None else host_args
+    result = mpirun(sim, *args, *extra, "all_reduce_perf", *SWEEP, "-g", "1", env=env, rc=rc)
+    return result, nccl_parsers.parse_nccl_tests(result.stdout), nccl_parsers.parse_transports(result.stdout)
+
+
+def test_two_nodes_over_ib(sim):
+    result, parsed, transports = _pair(sim)
+    assert parsed["nranks"] == 16 and not parsed["aborted"] and parsed["errors"] == []
+    assert [d["host"] for d in parsed["devices"]] == ["node1"] * 8 + ["node2"] * 8
+    assert [d["device"] for d in parsed["devices"]] == list(range(8)) * 2
+    assert 355 <= parsed["max_size_busbw"] <= 380
+    net = [c for c in transports["channels"] if c["transport"] == "NET"]
+    assert net and all(c["net"] == "IB" and c["gdr"] for c in net)
+    assert {c["via"] for c in net} == {"NET/IB/%d/GDRDMA" % n for n in range(8)}
+    assert {c["direction"] for c in net} == {"send", "receive"}
+    # Every NET channel joins a rank of node1 with one of node2.
+    assert all((int(c["from"]) < 8) != (int(c["to"]) < 8) for c in net)
+    assert (transports["network"], transports["fallback"], transports["gdr_disabled_hcas"]) == ("IB", False, [])
+    checks = nccl_parsers.judge(parsed, transports, min_busbw=300)
+    assert [c["status"] for c in checks] == ["pass"] * 4
+    assert result.stderr == ""
+
+
+def test_two_nodes_by_address_and_tagged(sim):
+    hosts = ["-H", "198.18.0.11:8,198.18.0.12:8", "-np", "16", "--allow-run-as-root", "--tag-output"]
+    result, parsed, transports = _pair(sim, host_args=hosts + ["-x", "NCCL_DEBUG=INFO"])
+    assert result.stdout.startswith("[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184")
+    assert any(line.startswith("[1,15]<stdout>:node2:") for line in result.stdout.splitlines())
+    assert {d["host"] for d in parsed["devices"]} == {"node1", "node2"} and parsed["nranks"] == 16
+    assert all(c["gdr"] for c in transports["channels"] if c["transport"] == "NET")
+
+
+def test_nccl_debug_reaches_remote_ranks_only_with_x(sim):
+    result, _, _ = _pair(sim, host_args=PAIR[:5], env={"NCCL_DEBUG": "INFO"})
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("node1:") for line in lines)
+    assert not any(line.startswith("node2:") for line in lines)
+
+
+def test_two_nodes_faults_of_either_host(sim):
+    base = nccl_parsers.parse_nccl_tests(_pair(sim)[0].stdout)["max_size_busbw"]
+    sim.scenario(gpu_spec({"type": "socket_fallback"}), host="198.18.0.12")
+    _, parsed, transports = _pair(sim)
+    net = [c for c in transports["channels"] if c["transport"] == "NET"]
+    assert transports["fallback"] and transports["network"] == "Socket"
+    assert net and all(c["net"] == "Socket" and not c["gdr"] for c in net)
+    assert parsed["max_size_busbw"] < 10 and not parsed["aborted"]
+    assert nccl_parsers.judge(parsed, transports, min_busbw=300)[3]["status"] == "fail"
+
+    sim.scenario(gpu_spec({"type": "no_gdr"}), host="node2")
+    (sim.scenarios / "198.18.0.12.json").unlink()
+    _, parsed, transports = _pair(sim)
+    net = [c for c in transports["channels"] if c["transport"] == "NET"]
+    assert net and all(c["net"] == "IB" and not c["gdr"] for c in net)
+    assert transports["gdr_disabled_hcas"] and set(transports["gdr_disabled_hcas"]) <= {"mlx5_%d" % i for i in range(8)}
+    assert not transports["fallback"] and parsed["max_size_busbw"] < base
+    assert nccl_parsers.judge(parsed, transports, require="GDRDMA")[3]["status"] == "fail"
+
+    sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5}), host="node2")
+    _, parsed, _ = _pair(sim)
+    assert 0.45 * base < parsed["max_size_busbw"] < 0.55 * base
+
+    sim.scenario(gpu_spec({"type": "wrong_values"}))
+    sim.scenario({}, host="node2")
+    _, parsed, _ = _pair(sim, rc=1)
+    assert parsed["wrong_total"] > 0
+
+    sim.scenario(gpu_spec({"type": "nccl_abort"}), host="node2")
+    result, parsed, _ = _pair(sim, rc=3)
+    assert parsed["aborted"] and "Test NCCL failure" in result.stdout
+    assert "remote process exited or there was a network error" in result.stdout
+    assert "mpirun detected that one or more processes exited with non-zero status" in result.stderr
+
+
+def test_two_nodes_fabrics(sim):
+    sim.scenario({"fabric": {"type": "efa"}})
+    sim.scenario({"fabric": {"type": "efa"}}, host="node2")
+    _, parsed, transports = _pair(sim)
+    net = [c for c in transports["channels"] if c["transport"] == "NET"]
+    assert transports["network"] == "AWS Libfabric" and not transports["fallback"]
+    assert net and all(c["net"] == "AWS Libfabric" and c["gdr"] for c in net)
+    assert len({c["via"] for c in net}) > 8
+    assert 465 <= parsed["max_size_busbw"] <= 490
+    # A pair of an EFA node and an IB node has no common RDMA fabric: TCP sockets.
+    sim.scenario({"fabric": {"type": "ib"}}, host="node2")
+    _, parsed, transports = _pair(sim)
+    assert transports["fallback"] and parsed["max_size_busbw"] < 10
+
+
+def test_mpirun_launch_errors(sim):
+    if os.geteuid() == 0:
+        refused = mpirun(sim, "-np", "2", "-H", "node1,node2", "all_reduce_perf", rc=1)
+        assert "mpirun has detected an attempt to run as root" in refused.stderr
+        allowed = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        mpirun(sim, "-np", "2", "-H", "node1,node2", "all_reduce_perf", "-b", "1M", "-e", "1M", env=allowed)
+    slots = mpirun(sim, "--allow-run-as-root", "-np", "16", "-H", "node1,node2", "all_reduce_perf", rc=1)
+    assert "There are not enough slots available in the system to satisfy the 16" in slots.stderr
+    unknown = mpirun(sim, "--allow-run-as-root", "-np", "2", "-H", "node1,node9", "all_reduce_perf", rc=1)
+    assert "Could not resolve hostname node9" in unknown.stderr
+    names = mpirun(sim, "--allow-run-as-root", "-N", "2", "-H", "node1:2,node2:2", "hostname")
+    assert names.stdout.split() == ["node1", "node1", "node2", "node2"]
+    # -N 1 with -g 8: one process per host drives all 8 GPUs; -g 9 does not fit.
+    _, parsed, _ = _pair(sim, host_args=["-N", "1", "-H", "node1,node2", "--allow-run-as-root"])
+    assert parsed["nranks"] == 2
+    sim.scenario(gpu_spec({"type": "missing_gpu"}), host="node2")
+    result = mpirun(sim, "--allow-run-as-root", "-N", "1", "-H", "node1,node2", "all_reduce_perf", "-g", "8", rc=2)
+    assert "node2: Test CUDA failure" in result.stdout and "invalid device ordinal" in result.stdout
+
+
+def test_forced_network(sim):
+    _, _, transports = _pair(sim, "-x", "NCCL_NET=Socket")
+    assert transports["fallback"]
+    result, parsed, _ = _pair(sim, "-x", "NCCL_NET=AWS Libfabric", rc=3)
+    assert parsed["aborted"] and "network AWS Libfabric not found" in result.stdout
+
+
+# ------------------------------------------------------------------ against real samples
+
+
+def _sample(name):
+    with open(os.path.join(SAMPLES, name), encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def _xml_root(text):
+    text = re.sub(r"<!DOCTYPE[^>]*>", "", text)
+    return ET.fromstring(re.sub(r"^\s*<\?xml[^>]*\?>", "", text))
+
+
+@needs_samples
+def test_xml_structure_matches_real_nvidia_smi(sim):
+    real = [
+        _xml_root(_sample(n)) for n in sorted(os.listdir(SAMPLES)) if n.startswith("nvsmi_qx_") and n.endswith(".xml")
+    ]
+    assert real
+    ours = _xml_root(sim.ok("nvidia-smi", "-q", "-x"))
+    assert [c.tag for c in ours if c.tag != "gpu"] == [c.tag for c in real[0] if c.tag != "gpu"]
+    real_gpu_tags = set(c.tag for root in real for c in root.find("gpu"))
+    assert set(c.tag for c in ours.find("gpu")) <= real_gpu_tags
+    for path in ("pci/pci_gpu_link_info/pcie_gen", "pci/pci_gpu_link_info/link_widths", "clocks_event_reasons"):
+        real_tags = set(
+            c.tag for root in real if root.find("gpu/" + path) is not None for c in root.find("gpu/" + path)
+        )
+        assert set(c.tag for c in ours.find("gpu/" + path)) <= real_tags, path
+    volatile = set(c.tag for root in real for c in root.find("gpu/ecc_errors/volatile"))
+    assert set(c.tag for c in ours.find("gpu/ecc_errors/volatile")) <= volatile
+    remapped = set(c.tag for root in real for c in root.find("gpu/remapped_rows"))
+    assert set(c.tag for c in ours.find("gpu/remapped_rows")) <= remapped
+    header = sim.ok("nvidia-smi", "-q", "-x").splitlines()[:2]
+    assert header[1] == _sample("nvsmi_qx_a100_sxm4_80gb_mig_535_telegraf.xml").splitlines()[1]
+
+
+@needs_samples
+def test_nccl_tests_layout_matches_real_output(sim):
+    real = [line.rstrip() for line in _sample("nccltests_allreduce_2node_16xh100_gcp_a3mega_avg70.txt").splitlines()]
+    ours = [line.rstrip() for line in perf(sim, *SWEEP, "-g", "8").splitlines()]
+
+    def headers(lines):
+        return [x for x in lines if x.startswith("#") and ("size" in x or "out-of-place" in x or "(B)" in x)]
+
+    assert headers(ours) == headers(real)
+    words = re.compile(r"[A-Za-z][A-Za-z ]*[a-z]")
+    assert words.findall(ours[0]) == words.findall(real[0])  # "# nThread .. graph: 0" with the same keys
+    rank = re.compile(
+        r"^#  Rank +\d+ Group +\d+ Pid +\d+ on +\S+ device +\d+ \[[0-9a-f]{4}:[0-9a-f]{2}:00\] NVIDIA H100"
+    )
+    assert all(rank.match(x) for x in ours if "Rank" in x) and all(rank.match(x) for x in real if "Rank" in x)
+    row = re.compile(r"^( +\d+){2} +float +sum +-1( +[\d.]+){3} +\d+( +[\d.]+){3} +\d+$")
+    assert [bool(row.match(x)) for x in ours if x and not x.startswith("#")] == [True] * 32
+    assert all(row.match(x) for x in real if x and not x.startswith("#"))
+    assert [re.sub(r"[\d.]+", "N", x) for x in ours[-3:-1]] == [re.sub(r"[\d.]+", "N", x) for x in real[-2:]]
+    assert [x[:25] for x in ours[-3:-1]] == [x[:25] for x in real[-2:]]
+
+
+@needs_samples
+def test_nccl_info_wording_matches_real_logs(sim):
+    real = _sample("nccl_info_2node_roce_gdrdma_ofi_plugin_fallback_to_ib.txt")
+    ours = _pair(sim)[0].stdout
+    prefix = re.compile(r"^\S+:\d+:\d+ \[\d+\] NCCL INFO ")
+    shape = re.compile(r"Channel \d\d/0 : \d+\[\d\] -> \d+\[\d\] \[(send|receive)\] via NET/IB/\d/GDRDMA$")
+    for text in (real, ours):
+        lines = [prefix.sub("", x) for x in text.splitlines() if prefix.match(x)]
+        assert any(shape.match(x) for x in lines)
+        assert "Using network IB" in lines
+        assert any(x.startswith("NET/IB : Using [0]mlx5_0:1/") for x in lines)
+        assert any(
+            re.match(r"^ncclCommInitRank comm 0x[0-9a-f]+ rank \d+ nranks 16 cudaDev \d .* - Init START$", x)
+            for x in lines
+        )
+
+
+@needs_samples
+def test_other_formats_match_real_samples(sim):
+    # nvlink -s: the same line shapes.
+    link = re.compile(r"^(GPU \d: .+ \(UUID: GPU-[0-9a-f-]+\)|\t Link \d+: [\d.]+ GB/s)$")
+    assert all(link.match(x) for x in _sample("nvsmi_nvlink_s_a100_good.txt").splitlines())
+    assert all(link.match(x) for x in sim.ok("nvidia-smi", "nvlink", "-s").splitlines())
+    # dcgmi diag table: the same frame, separators and Deployment tests as DCGM 3.3.
+    real = _sample("dcgmi_diag_r2_p4de_8xA100_pass.txt").splitlines()[1:]
+    ours = sim.ok("dcgmi", "diag", "-r", "2").splitlines()
+    assert ours[:5] == real[:5]
+    assert [x for x in ours if x.startswith(("+-----", "|-----"))] == [
+        x for x in real if x.startswith(("+-----", "|-----"))
+    ]
+
+    def deployment(lines):
+        start = [i for i, x in enumerate(lines) if "Deployment" in x][0]
+        return [x.split("|")[1].strip() for x in lines[start + 1 : start + 10]]
+
+    assert deployment(ours) == deployment(real)
+    real_json = json.loads(_sample("dcgmi_diag_json_dcgm310_8gpu_pass_with_warning_prefix.txt").split("\n", 1)[1])
+    ours_json = json.loads(sim.ok("dcgmi", "diag", "-r", "1", "-j"))
+    assert list(ours_json) == list(real_json)
+    assert sorted(ours_json["DCGM GPU Diagnostic"]) == sorted(real_json["DCGM GPU Diagnostic"])
+    # --query-gpu: our header names are nvidia-smi's.
+    real_header = _sample("nvsmi_querygpu_csv_h100_single_load_590.txt").splitlines()[0].split(", ")
+    fields = "index,name,uuid,pci.bus_id,memory.total,power.draw,temperature.gpu,ecc.mode.current,fabric.state"
+    ours_header = sim.ok("nvidia-smi", "--query-gpu=" + fields, "--format=csv").splitlines()[0].split(", ")
+    assert set(ours_header) <= set(real_header)
+    # Kernel log Xid lines: parsed like the real ones.
+    sample = gpu_parsers.parse_xids(_sample("dmesg_xid48_63_94_dbe_rowremap.txt"))[0]
+    sim.scenario(gpu_spec({"type": "xid", "xid": 48}))
+    ours_xid = gpu_parsers.parse_xids((sim.build() / "var" / "log" / "kern.log").read_text())[0]
+    assert (ours_xid["pid"], ours_xid["name"]) == (sample["pid"], sample["name"]) == (None, None)
+    assert ours_xid["message"].split(" at ")[0] == sample["message"].split(" at ")[0]

@@ -14,7 +14,7 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall
+MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report
 FILTERS := port_plan plan_ports version_mismatch_table
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
@@ -83,7 +83,7 @@ sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collecti
 
 .PHONY: units
 units: bootstrap  ## unit tests (no root, no network)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/unit tests/sandbox/test_sim_gpu.py
 
 .PHONY: fast
 fast: lint units sanity  ## the inner loop: lint, units, sanity

@@ -61,7 +61,7 @@ class Sim:
 
     def run(self, tool, *args, env=None, hostname="node1"):
         cmd = [sys.executable, "-B", GPU_SIM, "tool", tool, tool, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=self.env(env, hostname), timeout=60)
+        return subprocess.run(cmd, capture_output=True, text=True, env=self.env(env, hostname), timeout=60, check=False)
 
     def ok(self, tool, *args, **kw):
         result = self.run(tool, *args, **kw)
@@ -338,7 +338,9 @@ def test_bad_gpu_scenarios_change_nothing(sim, bad, message):
     path = sim.tmp / "node.json"
     path.write_text('{"fabric": {"type": "ib"}}')
     cmd = [sys.executable, "-B", RAYGATE_SIM, "set-scenario", "--scenario", str(path), "--root", str(sim.tmp / "r")]
-    result = subprocess.run(cmd, input=json.dumps({"gpu": bad}), capture_output=True, text=True, env=sim.env())
+    result = subprocess.run(
+        cmd, input=json.dumps({"gpu": bad}), capture_output=True, text=True, env=sim.env(), check=False
+    )
     assert result.returncode == 2 and message in result.stderr
     assert path.read_text() == '{"fabric": {"type": "ib"}}'
 
@@ -368,7 +370,7 @@ def test_tool_wrappers(sim, tmp_path):
             assert 'gpu_sim.py" tool %s "$0" "$@"' % tool in fh.read()
     link = tmp_path / "nvidia-smi"
     link.symlink_to(os.path.join(SIM_DIR, "bin", "nvidia-smi"))
-    result = subprocess.run([str(link), "-L"], capture_output=True, text=True, env=sim.env())
+    result = subprocess.run([str(link), "-L"], capture_output=True, text=True, env=sim.env(), check=False)
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 8
 
 
@@ -498,7 +500,7 @@ def test_two_nodes_by_address_and_tagged(sim):
 
 
 def test_nccl_debug_reaches_remote_ranks_only_with_x(sim):
-    result, _, _ = _pair(sim, host_args=PAIR[:5], env={"NCCL_DEBUG": "INFO"})
+    result, unused_parsed, unused_transports = _pair(sim, host_args=PAIR[:5], env={"NCCL_DEBUG": "INFO"})
     lines = result.stdout.splitlines()
     assert any(line.startswith("node1:") for line in lines)
     assert not any(line.startswith("node2:") for line in lines)
@@ -507,7 +509,7 @@ def test_nccl_debug_reaches_remote_ranks_only_with_x(sim):
 def test_two_nodes_faults_of_either_host(sim):
     base = nccl_parsers.parse_nccl_tests(_pair(sim)[0].stdout)["max_size_busbw"]
     sim.scenario(gpu_spec({"type": "socket_fallback"}), host="198.18.0.12")
-    _, parsed, transports = _pair(sim)
+    unused_result, parsed, transports = _pair(sim)
     net = [c for c in transports["channels"] if c["transport"] == "NET"]
     assert transports["fallback"] and transports["network"] == "Socket"
     assert net and all(c["net"] == "Socket" and not c["gdr"] for c in net)
@@ -516,7 +518,7 @@ def test_two_nodes_faults_of_either_host(sim):
 
     sim.scenario(gpu_spec({"type": "no_gdr"}), host="node2")
     (sim.scenarios / "198.18.0.12.json").unlink()
-    _, parsed, transports = _pair(sim)
+    unused_result, parsed, transports = _pair(sim)
     net = [c for c in transports["channels"] if c["transport"] == "NET"]
     assert net and all(c["net"] == "IB" and not c["gdr"] for c in net)
     assert transports["gdr_disabled_hcas"] and set(transports["gdr_disabled_hcas"]) <= {"mlx5_%d" % i for i in range(8)}
@@ -524,16 +526,16 @@ def test_two_nodes_faults_of_either_host(sim):
     assert nccl_parsers.judge(parsed, transports, require="GDRDMA")[3]["status"] == "fail"
 
     sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5}), host="node2")
-    _, parsed, _ = _pair(sim)
+    unused_result, parsed, unused_transports = _pair(sim)
     assert 0.45 * base < parsed["max_size_busbw"] < 0.55 * base
 
     sim.scenario(gpu_spec({"type": "wrong_values"}))
     sim.scenario({}, host="node2")
-    _, parsed, _ = _pair(sim, rc=1)
+    unused_result, parsed, unused_transports = _pair(sim, rc=1)
     assert parsed["wrong_total"] > 0
 
     sim.scenario(gpu_spec({"type": "nccl_abort"}), host="node2")
-    result, parsed, _ = _pair(sim, rc=3)
+    result, parsed, unused_transports = _pair(sim, rc=3)
     assert parsed["aborted"] and "Test NCCL failure" in result.stdout
     assert "remote process exited or there was a network error" in result.stdout
     assert "mpirun detected that one or more processes exited with non-zero status" in result.stderr
@@ -542,7 +544,7 @@ def test_two_nodes_faults_of_either_host(sim):
 def test_two_nodes_fabrics(sim):
     sim.scenario({"fabric": {"type": "efa"}})
     sim.scenario({"fabric": {"type": "efa"}}, host="node2")
-    _, parsed, transports = _pair(sim)
+    unused_result, parsed, transports = _pair(sim)
     net = [c for c in transports["channels"] if c["transport"] == "NET"]
     assert transports["network"] == "AWS Libfabric" and not transports["fallback"]
     assert net and all(c["net"] == "AWS Libfabric" and c["gdr"] for c in net)
@@ -550,7 +552,7 @@ def test_two_nodes_fabrics(sim):
     assert 465 <= parsed["max_size_busbw"] <= 490
     # A pair of an EFA node and an IB node has no common RDMA fabric: TCP sockets.
     sim.scenario({"fabric": {"type": "ib"}}, host="node2")
-    _, parsed, transports = _pair(sim)
+    unused_result, parsed, transports = _pair(sim)
     assert transports["fallback"] and parsed["max_size_busbw"] < 10
 
 
@@ -567,7 +569,9 @@ def test_mpirun_launch_errors(sim):
     names = mpirun(sim, "--allow-run-as-root", "-N", "2", "-H", "node1:2,node2:2", "hostname")
     assert names.stdout.split() == ["node1", "node1", "node2", "node2"]
     # -N 1 with -g 8: one process per host drives all 8 GPUs; -g 9 does not fit.
-    _, parsed, _ = _pair(sim, host_args=["-N", "1", "-H", "node1,node2", "--allow-run-as-root"])
+    unused_result, parsed, unused_transports = _pair(
+        sim, host_args=["-N", "1", "-H", "node1,node2", "--allow-run-as-root"]
+    )
     assert parsed["nranks"] == 2
     sim.scenario(gpu_spec({"type": "missing_gpu"}), host="node2")
     result = mpirun(sim, "--allow-run-as-root", "-N", "1", "-H", "node1,node2", "all_reduce_perf", "-g", "8", rc=2)
@@ -575,9 +579,9 @@ def test_mpirun_launch_errors(sim):
 
 
 def test_forced_network(sim):
-    _, _, transports = _pair(sim, "-x", "NCCL_NET=Socket")
+    unused_result, unused_parsed, transports = _pair(sim, "-x", "NCCL_NET=Socket")
     assert transports["fallback"]
-    result, parsed, _ = _pair(sim, "-x", "NCCL_NET=AWS Libfabric", rc=3)
+    result, parsed, unused_transports = _pair(sim, "-x", "NCCL_NET=AWS Libfabric", rc=3)
     assert parsed["aborted"] and "network AWS Libfabric not found" in result.stdout
 
 

@@ -1028,7 +1028,7 @@ def _wrap_cell(text, width=46):
 def dcgm_table(gpu, gpus, level):
     ids = [g["index"] for g in gpus]
     sections = DCGM_LEVELS[level]
-    failures = _dcgm_failures(gpu, [t for _, tests in sections for t in tests])
+    failures = _dcgm_failures(gpu, [t for unused_title, tests in sections for t in tests])
     line = "+---------------------------+------------------------------------------------+"
     out = ["Successfully ran diagnostic for group.", line, "| %-25s | %-46s |" % ("Diagnostic", "Result")]
     out.append("+===========================+================================================+")
@@ -1045,7 +1045,7 @@ def dcgm_table(gpu, gpus, level):
     section("Metadata", True)
     row("DCGM Version", [DCGM_VERSION])
     row("Driver Version Detected", [gpu["driver"]])
-    row("GPU Device IDs Detected", [",".join(MODELS[gpu["model"]]["dcgm_id"] for _ in ids)])
+    row("GPU Device IDs Detected", [",".join(MODELS[gpu["model"]]["dcgm_id"] for unused_id in ids)])
     for name, tests in sections:
         section(name, name == "Deployment")
         for test in tests:
@@ -1072,7 +1072,7 @@ def dcgm_table(gpu, gpus, level):
 def dcgm_json(gpu, gpus, level):
     ids = [g["index"] for g in gpus]
     sections = DCGM_LEVELS[level]
-    failures = _dcgm_failures(gpu, [t for _, tests in sections for t in tests])
+    failures = _dcgm_failures(gpu, [t for unused_title, tests in sections for t in tests])
     categories = []
     for name, tests in sections:
         entries = []
@@ -2079,7 +2079,7 @@ def _host_slots(opts):
     for spec in opts["host"]:
         for item in spec.split(","):
             if item.strip():
-                name, _, slots = item.strip().partition(":")
+                name, unused_sep, slots = item.strip().partition(":")
                 entries.append((name, int(slots) if slots.isdigit() else 1))
     if opts["hostfile"]:
         with open(opts["hostfile"], encoding="utf-8") as fh:
@@ -2153,14 +2153,14 @@ def mpirun_main(argv):
     procs = _place(resolved, np_, per_node, "oversubscribe" in opts["flags"])
     if isinstance(procs, int):
         return _mpi_error(MPI_SLOTS.format(np=procs, program=os.path.basename(program[0])))
-    used = [(h, n) for (h, _), n in zip(resolved, procs) if n > 0]
+    used = [(h, n) for (h, unused_slots), n in zip(resolved, procs) if n > 0]
     name = os.path.basename(program[0])
     tag = "tag-output" in opts["flags"]
     if name == "hostname":
         log = Log()
         proc = 0
         for host, n in used:
-            for _ in range(n):
+            for _rank in range(n):
                 log.add(proc, host["name"])
                 proc += 1
         out, err = log.render(tag)
@@ -2181,7 +2181,7 @@ def mpirun_main(argv):
     if conf["help"]:
         _out(PERF_USAGE)
         return 0
-    counts = set(n for _, n in used)
+    counts = set(n for unused_host, n in used)
     hosts = []
     for host, n in used:
         try:
@@ -2214,13 +2214,13 @@ def _place(resolved, np_, per_node, oversubscribe):
         procs = [per_node] * len(resolved)
         if np_ is not None:
             left, procs = np_, []
-            for _ in resolved:
+            for _host in resolved:
                 procs.append(min(per_node, left))
                 left -= procs[-1]
             if left > 0:
                 return np_
         return procs
-    slots = [count for _, count in resolved]
+    slots = [count for unused_host, count in resolved]
     if np_ is None:
         return slots
     if np_ > sum(slots) and not oversubscribe:

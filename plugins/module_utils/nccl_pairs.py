@@ -183,3 +183,17 @@ def isolate(tests, known_good=(), hosts=None):
         "bad": by_verdict[BAD],
         "unresolved": unresolved,
     }
+
+
+def batches(pairs):
+    """Split ``pairs`` into batches of disjoint pairs, in order: the pairs of one batch share no
+    node, so they can run at the same time (a retest phase reuses one good node for several)."""
+    out = []
+    for pair in pairs:
+        for batch in out:
+            if not any(set(pair) & set(other) for other in batch):
+                batch.append(tuple(pair))
+                break
+        else:
+            out.append([tuple(pair)])
+    return out

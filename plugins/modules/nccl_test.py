@@ -161,6 +161,12 @@ options:
     type: list
     elements: str
     default: []
+  parallel:
+    description:
+      - Run the pairs of one round at the same time (they share no node), as the rounds are meant;
+        retests that share a good node run one after another. V(false) runs every test in turn.
+    type: bool
+    default: true
   max_retest_phases:
     description:
       - With O(mode=pairs), how many phases of retests may follow the two rounds. One phase
@@ -336,6 +342,7 @@ import os
 import re
 import shlex
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -632,6 +639,13 @@ class NcclTest:
             entry["log_tail"] = tail(text) if text else [error]
         return entry
 
+    def run_batch(self, pairs, number, tools, env):
+        """Run disjoint ``pairs`` (at the same time with O(parallel)); results in the given order."""
+        if not self.p["parallel"] or len(pairs) < 2:
+            return [self.run_pair(pair, number, tools, env) for pair in pairs]
+        with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+            return list(pool.map(lambda pair: self.run_pair(pair, number, tools, env), pairs))
+
     def tools(self):
         p = self.p
         mpirun = self.resolve(p["mpirun"])
@@ -652,13 +666,16 @@ class NcclTest:
         env = self.environment()
         tools = self.tools()
         plan = nccl_pairs.rounds(p["hosts"])
-        tests = [self.run_pair(pair, k + 1, tools, env) for k, pairs in enumerate(plan) for pair in pairs]
+        tests = []
+        for k, pairs in enumerate(plan):
+            tests.extend(self.run_batch(pairs, k + 1, tools, env))
         retests = []
         iso = nccl_pairs.isolate(self.evidence(tests), p["known_good"], p["hosts"])
         phase = 0
         while iso["retests"] and phase < p["max_retest_phases"]:
             phase += 1
-            retests.extend(self.run_pair(pair, len(plan) + phase, tools, env) for pair in iso["retests"])
+            for batch in nccl_pairs.batches(iso["retests"]):
+                retests.extend(self.run_batch(batch, len(plan) + phase, tools, env))
             iso = nccl_pairs.isolate(self.evidence(tests + retests), p["known_good"], p["hosts"])
         ran = [t for t in tests + retests if t["ran"]]
         nodes = {host: self.node(host, iso["nodes"][host], ran, tools[2]) for host in p["hosts"]}
@@ -740,6 +757,7 @@ def main():
             mpirun=dict(type="str", default="mpirun"),
             mpirun_args=dict(type="list", elements="str", default=[]),
             known_good=dict(type="list", elements="str", default=[]),
+            parallel=dict(type="bool", default=True),
             max_retest_phases=dict(type="int", default=2),
             timeout=dict(type="int", default=600),
         ),

@@ -191,3 +191,18 @@ def test_a_known_good_host_in_the_list_stays_good_and_untested_hosts_are_named()
     assert result["nodes"]["a"]["reason"] == "listed as known good"
     assert result["nodes"]["b"]["verdict"] == "bad"
     assert result["nodes"]["c"] == {"verdict": "untested", "reason": "not tested", "partners": [], "evidence": None}
+
+
+def test_batches_keep_order_and_never_share_a_node():
+    given_pairs = [("a", "g"), ("b", "g"), ("c", "d"), ("e", "g"), ("d", "f")]
+    assert pairs.batches(given_pairs) == [[("a", "g"), ("c", "d")], [("b", "g"), ("d", "f")], [("e", "g")]]
+    assert pairs.batches([]) == []
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(10, 19)), max_size=20))
+def test_batches_are_disjoint_and_cover_every_pair(given_pairs):
+    out = pairs.batches(given_pairs)
+    assert sorted(p for batch in out for p in batch) == sorted(given_pairs)
+    for batch in out:
+        hosts = [h for pair in batch for h in pair]
+        assert len(hosts) == len(set(hosts))

@@ -2,11 +2,12 @@
 
 import copy
 import os
+import threading
 
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from harness import ModuleExit, _exit, _fail, load_cases, run_case
+from harness import ModuleExit, _exit, _fail, expand, load_cases, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.modules import nccl_test
@@ -18,6 +19,9 @@ def expand_pairs(case):
     """``pair: [a, b]`` steps -> the case's ``pair_cmd`` with HOSTS = a:G,b:G."""
     case = copy.deepcopy(case)
     gpus = case.get("args", {}).get("gpus", 1)
+    if case.get("args", {}).get("mode") == "pairs":
+        # The cases list commands in their exact order: run the pairs of a round one by one.
+        case["args"].setdefault("parallel", False)
     for step in case.get("commands", []):
         if "pair" in step:
             a, b = step.pop("pair")
@@ -157,3 +161,35 @@ b:11:40 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/IB/0/GDRDMA
  17179869184    4294967296     float     sum      -1  370120.0   46.42   46.42      0  370333.1   46.39   46.39      0
 # Out of bounds values : 0 OK
 """
+
+
+def test_the_pairs_of_a_round_run_at_the_same_time(tmp_path, monkeypatch):
+    """With parallel (the default) both pairs of each round must be running at once: every test
+    waits at a two-party barrier, which only opens when its round's other pair arrives too."""
+    case = expand_pairs([p.values[0] for p in CASES if p.id == "pairs_four_hosts_one_bad_node_is_isolated"][0])
+    names = {"tmp": str(tmp_path)}
+    names.update({k: expand(v, names) for k, v in case["names"].items()})
+    outputs = {}
+    for step in case["commands"]:
+        step = expand(step, names)
+        outputs[step["cmd"][step["cmd"].index("-H") + 1]] = step["out"]
+    barrier = threading.Barrier(2, timeout=60)
+    ran = []
+
+    def fake_run(self, args, env=None, timeout=None, **kwargs):
+        hosts = args[args.index("-H") + 1]
+        barrier.wait()  # raises BrokenBarrierError if the round's other pair is not running
+        ran.append(hosts)
+        return 0, outputs[hosts], ""
+
+    args = dict(case["args"], parallel=True)
+    result = run_main(args, monkeypatch, fake_run, expand(case["which"], names))
+    assert sorted(ran[:2]) == ["node1:1,node2:1", "node3:1,node4:1"]
+    assert sorted(ran[2:]) == ["node2:1,node3:1", "node4:1,node1:1"]
+    assert [t["hosts"] for t in result["tests"]] == [
+        ["node1", "node2"],
+        ["node3", "node4"],
+        ["node2", "node3"],
+        ["node4", "node1"],
+    ]
+    assert {h: n["healthy"] for h, n in result["nodes"].items()} == case["healthy"]

@@ -15,7 +15,8 @@ description:
     C(nccl_busbw), C(nccl_wrong), C(nccl_completed) and C(nccl_transport).
   - With O(mode=pairs), run once on a launcher, tests the nodes of O(hosts) two at a time with
     C(mpirun), one rank per GPU. Round 1 pairs neighbours, round 2 shifts the ring by one, so
-    (with three nodes or more) each node meets a second partner. A node that passed with
+    every node is tested within two rounds and meets a second partner (with an odd count, all
+    but the first and the last); the pairs of a round run at the same time. A node that passed with
     anyone is good; a node that failed with a good node is the culprit. A node whose failures
     are all with nodes not proven good is retested against a good node (one from
     O(known_good) when given). When no pair passed at all, pairs of nodes never tested

@@ -33,10 +33,11 @@ class CommandRunner:
         self.log = []
 
     def which(self, name, extra_dirs=()):
-        """Absolute path of ``name`` (searched in extra_dirs first), or None."""
+        """Absolute path of ``name`` on PATH, else in ``extra_dirs`` (a tool's usual home outside
+        PATH, such as /opt/amazon/efa/bin), or None."""
         if os.path.isabs(name):
             return name if os.access(name, os.X_OK) else None
-        search = os.pathsep.join(list(extra_dirs) + [self.base_env["PATH"]])
+        search = os.pathsep.join([self.base_env["PATH"]] + list(extra_dirs))
         return shutil.which(name, path=search)
 
     def environment(self, env=None):

@@ -450,13 +450,6 @@ def detect(devices, fi_info=None, ibstat=None):
 # ----------------------------------------------------------------------------- gather
 
 
-def _find_tool(runner, name, fallback_dir=None):
-    path = runner.which(name)
-    if path is None and fallback_dir:
-        path = runner.which(os.path.join(fallback_dir, name))
-    return path
-
-
 def _run_tool(runner, args, ok_codes, warnings):
     """stdout of a tool, tolerating non-zero exits; None (with a warning) if it cannot run."""
     try:
@@ -479,7 +472,7 @@ def gather(runner, root="/"):
     part is used.
     """
     warnings = []
-    tools = {"fi_info": _find_tool(runner, "fi_info", EFA_BIN_DIR), "ibstat": _find_tool(runner, "ibstat")}
+    tools = {"fi_info": runner.which("fi_info", (EFA_BIN_DIR,)), "ibstat": runner.which("ibstat")}
     fi_info = ibstat = None
     if tools["fi_info"]:
         out = _run_tool(runner, [tools["fi_info"]] + list(FI_INFO_ARGS), (0, 61), warnings)

@@ -339,7 +339,6 @@ retests:
   sample: []
 """
 
-import os
 import re
 import shlex
 import time
@@ -474,10 +473,7 @@ class NcclTest:
         """A name on PATH (then in extra_dir); a path as is. None when not found."""
         if "/" in name:
             return name
-        found = self.runner.which(name)
-        if found is None and extra_dir:
-            found = self.runner.which(os.path.join(extra_dir, name))
-        return found
+        return self.runner.which(name, (extra_dir,) if extra_dir else ())
 
     # ------------------------------------------------------------------ judging one output
 

@@ -414,8 +414,12 @@ class ScriptedRunner:
     def __init__(self, paths, answers):
         self.paths, self.answers, self.ran = paths, answers, []
 
-    def which(self, name):
-        return self.paths.get(name)
+    def which(self, name, extra_dirs=()):
+        # As CommandRunner.which searches: the name on PATH, then in each extra dir.
+        for key in [name] + [os.path.join(d, name) for d in extra_dirs]:
+            if self.paths.get(key):
+                return self.paths[key]
+        return None
 
     def run(self, args):
         self.ran.append(list(args))

@@ -62,6 +62,19 @@ def apply_effect(effect, names):
             fh.write(expand(content, names))
 
 
+def fake_which(installed):
+    """CommandRunner.which answering from ``installed`` ({name or full path: path or None}) the way
+    the real one searches: the name (on PATH), then the name in each of ``extra_dirs``."""
+
+    def which(self, name, extra_dirs=()):
+        for key in [name] + [os.path.join(d, name) for d in extra_dirs]:
+            if installed.get(key):
+                return installed[key]
+        return None
+
+    return which
+
+
 def load_cases(path):
     with open(path) as fh:
         cases = yaml.safe_load(fh)
@@ -93,7 +106,7 @@ def run_case(case, main, tmp_path, monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
     if "which" in case:
         installed = expand(case["which"], names)
-        monkeypatch.setattr(CommandRunner, "which", lambda self, name, extra_dirs=(): installed.get(name))
+        monkeypatch.setattr(CommandRunner, "which", fake_which(installed))
     warnings = []
     if "warnings_contain" in case or "no_warnings" in case:
         monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning, **kw: warnings.append(warning))

@@ -7,7 +7,7 @@ import threading
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from harness import ModuleExit, _exit, _fail, expand, load_cases, run_case
+from harness import ModuleExit, _exit, _fail, expand, fake_which, load_cases, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.modules import nccl_test
@@ -66,7 +66,7 @@ def test_nccl_test(case, tmp_path, monkeypatch):
 
 def run_main(args, monkeypatch, fake_run, which):
     monkeypatch.setattr(CommandRunner, "run", fake_run)
-    monkeypatch.setattr(CommandRunner, "which", lambda self, name, extra_dirs=(): which.get(name))
+    monkeypatch.setattr(CommandRunner, "which", fake_which(which))
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail)
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning, **kw: None)

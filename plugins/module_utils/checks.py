@@ -21,6 +21,11 @@ def result(name, status, detail, value=None, threshold=None):
     return {"name": name, "status": status, "detail": detail, "value": value, "threshold": threshold}
 
 
+def reason(check):
+    """``name: detail`` of one result, as reports list why a node failed or warned."""
+    return "%s: %s" % (check["name"], check["detail"]) if check["detail"] else check["name"]
+
+
 def verdict(results):
     """``fail`` if any result failed, else ``warn`` if any warned, else ``pass`` (skips do not count)."""
     statuses = set(r["status"] for r in results)

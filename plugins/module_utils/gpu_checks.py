@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.raygate.cluster.plugins.module_utils.checks import result, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
 from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import XID_FATAL_DEFAULT, XID_WARN_DEFAULT
 
 CHECK_NAMES = (
@@ -629,6 +629,6 @@ def summarize(results):
     return {
         "verdict": node,
         "healthy": node != "fail",
-        "reasons": ["%s: %s" % (r["name"], r["detail"]) for r in results if r["status"] == "fail"],
-        "warn_reasons": ["%s: %s" % (r["name"], r["detail"]) for r in results if r["status"] == "warn"],
+        "reasons": [reason(r) for r in results if r["status"] == "fail"],
+        "warn_reasons": [reason(r) for r in results if r["status"] == "warn"],
     }

@@ -18,7 +18,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.raygate.cluster.plugins.module_utils.checks import STATUSES, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import STATUSES, reason, verdict
 
 SOURCES = ("gpu_health", "nccl_test", "nccl_pairs")
 ROLES = ("head", "worker")
@@ -150,10 +150,6 @@ def normalize_nodes(nodes):
 # ---- the decision -----------------------------------------------------------------------
 
 
-def _reason(check):
-    return "%s: %s" % (check["name"], check["detail"]) if check["detail"] else check["name"]
-
-
 def judge_node(node, fail_on_warn=False):
     """``{verdict, healthy, reasons, warn_reasons}`` for one normalized node.
 
@@ -161,11 +157,11 @@ def judge_node(node, fail_on_warn=False):
     not re-checked: it counts as healthy). reasons: the failing checks as ``name: detail``,
     plus the warning ones when ``fail_on_warn``; warn_reasons: the warning checks.
     """
-    warn_reasons = [_reason(c) for c in node["checks"] if c["status"] == "warn"]
+    warn_reasons = [reason(c) for c in node["checks"] if c["status"] == "warn"]
     if node["status"] == "skipped":
         return {"verdict": "skipped", "healthy": True, "reasons": [], "warn_reasons": []}
     node_verdict = verdict(node["checks"])
-    reasons = [_reason(c) for c in node["checks"] if c["status"] == "fail"]
+    reasons = [reason(c) for c in node["checks"] if c["status"] == "fail"]
     if fail_on_warn:
         reasons += warn_reasons
     healthy = node_verdict == "pass" or (node_verdict == "warn" and not fail_on_warn)

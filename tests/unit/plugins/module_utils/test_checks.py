@@ -65,3 +65,8 @@ def test_compare_missing_value_is_skip():
 def test_compare_rejects_bad_op_or_severity(op, severity):
     with pytest.raises(ValueError):
         checks.compare("x", 1, 1, op, severity=severity)
+
+
+def test_reason_names_the_check_and_its_detail():
+    assert checks.reason(checks.result("xid", "fail", "Xid 79 on GPU 2")) == "xid: Xid 79 on GPU 2"
+    assert checks.reason(checks.result("xid", "fail", "")) == "xid"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils.fabric import SYSFS_TO_TOOL_STATE, device_kind
 from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import XID_FATAL_DEFAULT, XID_WARN_DEFAULT
 
 CHECK_NAMES = (
@@ -436,7 +437,7 @@ def devices_from_tools(ibstat=None, fi_info=None):
     """Captured ``parse_ibstat``/``parse_fi_info`` output -> devices shaped like ``fabric.read_sysfs``,
     so ``fabric.detect`` decides from captures as from sysfs. fi_info lists usable EFA devices only:
     each ``efa`` domain counts as one active port of unknown rate."""
-    tool_to_sysfs = {"Active": "ACTIVE", "Down": "DOWN", "Initializing": "INIT", "Armed": "ARMED"}
+    tool_to_sysfs = {tool: sysfs for sysfs, tool in SYSFS_TO_TOOL_STATE.items()}
     devices = []
     for ca in ibstat or []:
         ports = []
@@ -452,8 +453,7 @@ def devices_from_tools(ibstat=None, fi_info=None):
                     "rocev2_gid_index": None,
                 }
             )
-        kind = "ib" if any(p["link_layer"] == "InfiniBand" for p in ports) else "roce" if ports else "other"
-        devices.append({"name": ca["name"], "driver": None, "kind": kind, "ports": ports})
+        devices.append({"name": ca["name"], "driver": None, "kind": device_kind(None, ports), "ports": ports})
     seen = set()
     for entry in fi_info or []:
         if entry.get("provider") != "efa" or not entry.get("domain"):

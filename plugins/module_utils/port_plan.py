@@ -345,6 +345,18 @@ def node_plan(overrides, offset=0, min_worker_ports=64, range_path="/proc/sys/ne
     return plan, validate_plan(plan, ephemeral_range=ephemeral, min_worker_ports=min_worker_ports, offset=offset)
 
 
+def node_plan_or_fail(params, fail):
+    """``node_plan`` from a module's ``ports``/``port_offset``/``min_worker_ports``; ``fail(msg, **kw)``
+    on unusable overrides or problems on this node, so every module refuses a plan in the same words."""
+    try:
+        plan, errors = node_plan(params["ports"], params["port_offset"], params["min_worker_ports"])
+    except PortPlanError as exc:
+        return fail("invalid port plan: %s" % exc)
+    if errors:
+        return fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
+    return plan
+
+
 def _listening_inodes(ports, proc_root):
     """port -> set of socket inodes LISTENing on it, from net/tcp and net/tcp6."""
     found = {}

@@ -294,13 +294,7 @@ class RayFirewall:
     # -- the desired state ------------------------------------------------------------
     def plan(self):
         """Built and validated exactly as ray_node does, so both modules agree on the ports."""
-        try:
-            plan, errors = pp.node_plan(self.p["ports"], self.p["port_offset"], self.p["min_worker_ports"])
-        except pp.PortPlanError as exc:
-            self.fail("invalid port plan: %s" % exc)
-        if errors:
-            self.fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
-        return plan
+        return pp.node_plan_or_fail(self.p, self.fail)
 
     def desired(self):
         plan = self.plan()

@@ -326,13 +326,7 @@ class Node:
 
     # -- the desired configuration ----------------------------------------------------
     def plan(self):
-        try:
-            plan, errors = pp.node_plan(self.p["ports"], self.p["port_offset"], self.p["min_worker_ports"])
-        except pp.PortPlanError as exc:
-            self.fail("invalid port plan: %s" % exc)
-        if errors:
-            self.fail("invalid port plan on this node: " + "; ".join(errors), errors=errors)
-        return plan
+        return pp.node_plan_or_fail(self.p, self.fail)
 
     def node_env(self, plan):
         """Environment of the Ray node: auth, env-only ports, env files, user extras."""

@@ -646,3 +646,26 @@ def test_offset_property(overrides, offset):
     collisions = [p for p in pp.validate_plan(plan, offset=offset) if f"(offset {offset})" in p]
     shared = pp.all_ports(plan, "head") & pp.all_ports(base, "head")
     assert (collisions == []) == (not shared), (collisions, sorted(shared)[:5])
+
+
+class Refused(Exception):
+    pass
+
+
+def _refuse(msg, **kwargs):
+    raise Refused(msg, kwargs)
+
+
+def test_node_plan_or_fail_words_both_kinds_of_refusal():
+    with pytest.raises(Refused) as err:
+        pp.node_plan_or_fail({"ports": {"dashbaord": 8265}, "port_offset": 0, "min_worker_ports": 64}, _refuse)
+    assert err.value.args[0].startswith("invalid port plan: ") and "did you mean 'dashboard'?" in err.value.args[0]
+    params = {"ports": {"dashboard": 6379}, "port_offset": 0, "min_worker_ports": 64}
+    with pytest.raises(Refused) as err:
+        pp.node_plan_or_fail(params, _refuse)
+    assert err.value.args[0].startswith("invalid port plan on this node: ") and err.value.args[1]["errors"]
+
+
+def test_node_plan_or_fail_returns_the_plan():
+    plan = pp.node_plan_or_fail({"ports": {}, "port_offset": 0, "min_worker_ports": 64}, _refuse)
+    assert plan["gcs"] == 6379 and plan["dashboard"] == 8265

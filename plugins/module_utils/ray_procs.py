@@ -24,6 +24,7 @@ RAY_SCRIPTS = (
     "ray/autoscaler/_private/monitor.py",
     "ray/_private/workers/default_worker.py",
     "ray/util/client/server",
+    "ray.util.client.server",  # the head's client server runs as `python -m ray.util.client.server`
     "ray/_private/ray_process_reaper.py",
 )
 

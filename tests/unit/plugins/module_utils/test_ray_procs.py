@@ -42,3 +42,12 @@ def test_daemon_flags(tmp_path):
 def test_real_proc_does_not_list_this_test_process():
     pids = {p["pid"] for p in ray_procs.ray_processes()}
     assert os.getpid() not in pids
+
+
+def test_client_server_started_as_a_module_is_found(tmp_path):
+    # The head's Ray client server: `python -m ray.util.client.server`, no session dir on its
+    # command line. Missed, it keeps port 10001 after a stop.
+    argv = ["/opt/raygate/v/bin/python", "-m", "ray.util.client.server", "--address=198.18.0.11:6379", "--port=10001"]
+    make_proc(tmp_path, 30, "python", argv)
+    make_proc(tmp_path, 31, "python", ["/usr/bin/python3", "-m", "http.server", "10001"])
+    assert [p["pid"] for p in ray_procs.ray_processes(proc_root=str(tmp_path))] == [30]

@@ -170,6 +170,12 @@ options:
         for the file names). Nothing else is required, so
         C(ansible localhost -m raygate.cluster.gpu_health -a capture_dir=/tmp/node7) works.
     type: path
+  textfile_dir:
+    description:
+      - A directory whose existence is reported as RV(textfile_dir_exists). The raygate role passes
+        node_exporter's textfile collector directory, and writes the node's health metrics there only
+        if it exists. This saves a separate C(stat) round trip per node.
+    type: path
   nvidia_smi:
     description: The C(nvidia-smi) binary (name on PATH or absolute path).
     type: str
@@ -276,6 +282,11 @@ cuda_version:
   returned: always
   type: str
   sample: "12.4"
+textfile_dir_exists:
+  description: Whether O(textfile_dir) is a directory on the node.
+  returned: when O(textfile_dir) is given
+  type: bool
+  sample: false
 source:
   description: V(live) (read on this node now) or V(capture) (files in O(capture_dir)).
   returned: always
@@ -647,6 +658,7 @@ def main():
             require_gdr=dict(type="bool", default=True),
             sysfs_root=dict(type="path", default="/"),
             capture_dir=dict(type="path"),
+            textfile_dir=dict(type="path"),
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             dcgmi=dict(type="str", default="dcgmi"),
             timeout=dict(type="int", default=120),
@@ -663,6 +675,9 @@ def main():
         evidence, label = Live(p, CommandRunner(timeout=p["timeout"])).gather()
     results = gc.evaluate(evidence, p)
     nvsmi = evidence.get("nvsmi")
+    extra = {}
+    if p["textfile_dir"]:
+        extra["textfile_dir_exists"] = os.path.isdir(p["textfile_dir"])
     module.exit_json(
         changed=False,
         checks=results,
@@ -674,6 +689,7 @@ def main():
         kernel_log=label,
         fabric=fabric_summary(evidence.get("fabric")),
         **gc.summarize(results),
+        **extra,
     )
 
 

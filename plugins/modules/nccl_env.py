@@ -137,6 +137,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+would_change:
+  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
+  returned: always
+  type: bool
+  sample: false
 fabric:
   description: What was detected on the node.
   returned: when O(state=present)
@@ -333,6 +338,7 @@ class NcclEnv:
             result["diff"] = self.diffs
         for warning in self.warnings:
             self.module.warn(warning)
+        result["would_change"] = bool(result.get("changed"))
         self.module.exit_json(**result)
 
 

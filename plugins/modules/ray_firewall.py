@@ -202,6 +202,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+would_change:
+  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
+  returned: always
+  type: bool
+  sample: false
 backend:
   description: The backend used.
   returned: always
@@ -527,6 +532,7 @@ def main():
     result = firewall.apply()
     for warning in firewall.warnings:
         module.warn(warning)
+    result["would_change"] = bool(result.get("changed"))
     module.exit_json(**result)
 
 

@@ -18,7 +18,7 @@ description:
   - Before starting, the port plan is validated against this node's ephemeral port range
     and every plan port is checked to be free; a taken port fails the task naming the
     process that holds it. Nothing is changed on failure.
-  - Stopping is graceful first (C(ray stop) with a grace period), then forced, then any
+  - Stopping is graceful first (SIGTERM to the node's Ray processes, as C(ray stop) does, with a grace period), then any
     Ray process still found by binary, script or session directory is killed. The module
     then verifies that no Ray process, no plan port and no GPU compute process remain.
   - Supervisor V(process) lets C(ray start) daemonize (used in the sandbox). Supervisor
@@ -127,6 +127,13 @@ options:
     description: Run state (what was started, with which configuration), on a tmpfs.
     type: path
     default: /run/raygate
+  extra_files:
+    description:
+      - Other files written for this node (the raygate role's node_exporter health textfile),
+        removed with O(state=absent) in the same step, so a teardown needs no extra round trip.
+    type: list
+    elements: path
+    default: []
   supervisor:
     description: V(process) lets C(ray start) daemonize; V(systemd) runs it as a unit.
     type: str
@@ -150,13 +157,31 @@ options:
     choices: [patch, minor]
     default: patch
   stop_grace:
-    description: Seconds C(ray stop) waits for a graceful exit before it is forced.
+    description:
+      - Seconds to wait for a graceful exit after SIGTERM (what C(ray stop --grace-period) sends)
+        before what is left is killed.
     type: int
     default: 10
   start_timeout:
     description: Seconds to wait for the head's GCS and dashboard to answer after a start.
     type: int
     default: 180
+  head_wait:
+    description:
+      - What a head start waits for before it returns. V(dashboard) waits until the dashboard
+        answers C(/api/gcs_healthz). V(gcs) returns as soon as the GCS port accepts
+        connections, which is all the workers need; the dashboard keeps starting meanwhile
+        (several seconds on a small machine), so a caller that waits for the cluster
+        afterwards (M(raygate.cluster.ray_cluster_info)) saves that time.
+    type: str
+    choices: [gcs, dashboard]
+    default: dashboard
+  auth_token:
+    description:
+      - The cluster's auth token. When set (and O(auth) is on), the module writes it to
+        O(auth_token_file) with mode 0600 before Ray starts, so no separate copy task is needed.
+        Never shown in output or diffs.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -185,6 +210,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+would_change:
+  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
+  returned: always
+  type: bool
+  sample: false
 pid:
   description: PID of the raylet when the node is running.
   returned: when state is started
@@ -245,6 +275,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -257,6 +288,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils.files import parse
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
 STATE_FILE = "ray-node.json"
+FLAGS_FILE = "raygate-start-flags.json"
 
 
 def render_unit(role, command, env_files, description=None):
@@ -308,6 +340,8 @@ class Node:
         self.runner = CommandRunner(timeout=max(self.p["start_timeout"], 60), base_env=env)
         self.ray = os.path.join(self.venv_bin, "ray")
         self.state_path = os.path.join(self.p["state_dir"], STATE_FILE)
+        # Beside the virtualenv it describes: kept while the venv is, removed with it (purge).
+        self.flags_path = os.path.join(os.path.realpath(self.p["venv"]), FLAGS_FILE)
         self.env_path = os.path.join(self.p["config_dir"], "ray.env")
         self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
         self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
@@ -377,7 +411,7 @@ class Node:
 
     def config_hash(self, plan, env):
         p = self.p
-        token = read_text(p["auth_token_file"]) if p["auth"] else None
+        token = self.token() if p["auth"] else None
         desired = {
             "role": p["role"],
             "venv": os.path.realpath(p["venv"]),
@@ -418,10 +452,34 @@ class Node:
             )
 
     def supported_flags(self):
+        """The flags of the installed `ray start`, cached per virtualenv: asking Ray costs seconds."""
+        key = self.flags_key()
+        cached = read_text(self.flags_path)
+        try:
+            doc = json.loads(cached) if cached else {}
+        except ValueError:
+            doc = {}
+        if key and doc.get("key") == key and isinstance(doc.get("flags"), list):
+            return set(doc["flags"])
         rc, out, err = self.run([self.ray, "start", "--help"], timeout=120)
         if rc != 0:
             self.fail("%s start --help failed: %s" % (self.ray, (err or out).strip()[-1000:]))
-        return pp.parse_ray_start_help(out)
+        flags = pp.parse_ray_start_help(out)
+        if key and os.path.isdir(os.path.dirname(self.flags_path)):
+            try:
+                write_file(self.flags_path, json.dumps({"key": key, "flags": sorted(flags)}) + "\n")
+            except OSError:
+                pass  # a read-only venv: ask Ray every time
+
+        return flags
+
+    def flags_key(self):
+        """Identifies the installed Ray: the virtualenv's real path and its `ray` script's stat."""
+        try:
+            st = os.stat(self.ray)
+        except OSError:
+            return None
+        return "%s:%d:%d" % (os.path.realpath(self.p["venv"]), st.st_mtime_ns, st.st_size)
 
     # -- actions ----------------------------------------------------------------------
     def started(self):
@@ -434,7 +492,10 @@ class Node:
         installed = os.access(self.ray, os.X_OK)
         if not installed and not self.module.check_mode:
             self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
-        if p["auth"] and not os.path.isfile(p["auth_token_file"]) and not self.module.check_mode:
+        if p["auth"] and p["auth_token"] is not None and not p["auth_token"].strip():
+            self.fail("auth_token is empty; give the cluster's token or leave it unset")
+        token_file_changed = self.write_token(check_mode=True)
+        if p["auth"] and self.token() is None and not self.module.check_mode:
             self.fail("auth is on but the token file %s is missing on this node" % p["auth_token_file"])
         env = self.node_env(plan)
         env_all = dict(self.file_env(), **env)
@@ -446,7 +507,10 @@ class Node:
         if p["role"] == "head":
             result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
         if raylet and record.get("config_hash") == digest and self.supervised_ok():
-            return dict(result, changed=False, pid=raylet["pid"])
+            # Same token (it is in the digest), only the file differs (mode, trailing newline).
+            if token_file_changed and not self.module.check_mode:
+                self.write_token(check_mode=False)
+            return dict(result, changed=token_file_changed, pid=raylet["pid"])
         if raylet or procs:
             if not p["restart_on_change"]:
                 why = "with a different configuration" if record else "but was not started by raygate"
@@ -465,13 +529,29 @@ class Node:
         args, dropped = self.start_args(plan, supported)
         if dropped:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
+        self.write_token(check_mode=False)
         self.write_config(env, args)
         pid = self.launch(args, env_all)
         if p["role"] == "head":
-            self.wait_head(result["dashboard_url"])
+            if p["head_wait"] == "dashboard":
+                self.wait_head(result["dashboard_url"])
+            else:
+                self.wait_gcs(plan)
         record = {"config_hash": digest, "role": p["role"], "pid": pid, "started_at": time.time()}
         write_file(self.state_path, json.dumps(record, sort_keys=True) + "\n", mode=0o644)
         return dict(result, changed=True, pid=pid, command=args, dropped_ports=dropped)
+
+    def token(self):
+        """The token the node is to use: the given one, else the token file's content (None if neither)."""
+        if self.p["auth_token"] is not None:
+            return self.p["auth_token"].strip() + "\n"
+        return read_text(self.p["auth_token_file"])
+
+    def write_token(self, check_mode):
+        """Write the given token to the token file (0600); True when it changed. Never diffed."""
+        if not self.p["auth"] or self.p["auth_token"] is None:
+            return False
+        return write_file(self.p["auth_token_file"], self.token(), mode=0o600, check_mode=check_mode)[0]
 
     def head_ip(self):
         return self.p["node_ip"] if self.p["role"] == "head" else self.p["head_ip"]
@@ -508,6 +588,23 @@ class Node:
             self.fail("Ray started but no raylet process appeared within %ss" % self.p["start_timeout"])
         return raylet["pid"]
 
+    def wait_gcs(self, plan):
+        address = (self.p["node_ip"], int(plan["gcs"]))
+
+        def listening():
+            try:
+                socket.create_connection(address, timeout=2).close()
+                return True, None
+            except OSError as exc:
+                return False, str(exc)
+
+        ok, last, elapsed = wait_for(listening, timeout=self.p["start_timeout"], interval=0.2)
+        if not ok:
+            self.fail(
+                "the head's GCS did not accept connections on %s:%s within %ss (last error: %s)"
+                % (address[0], address[1], self.p["start_timeout"], last)
+            )
+
     def _raylet_up(self):
         raylet = ray_procs.find_daemon(self.ray_processes(), "raylet")
         return raylet is not None, raylet
@@ -531,13 +628,46 @@ class Node:
         procs = self.ray_processes() if procs is None else procs
         if self.p["supervisor"] == "systemd" and os.path.exists(self.unit_path):
             self.run(["systemctl", "stop", self.p["unit_name"]], timeout=120)
-        if procs and os.access(self.ray, os.X_OK):
-            env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": self.p["auth_token_file"]} if self.p["auth"] else {}
-            self.run([self.ray, "stop", "--grace-period", str(self.p["stop_grace"])], env=env, timeout=120)
-            if self.ray_processes():
-                self.run([self.ray, "stop", "--force"], env=env, timeout=60)
+        if procs:
+            self.terminate()
         self.kill_leftovers()
         return ray_procs.summarize(procs)
+
+    def terminate(self):
+        """What `ray stop --grace-period` does, without its seconds of Python start-up.
+
+        Three rounds, in Ray's own order: the raylet (its workers and agents follow it), then
+        every other Ray process, then the GCS last (it lingers while clients are connected).
+        Each round sends SIGTERM, waits up to a third of stop_grace, and kills what is left.
+        """
+        rounds = (
+            lambda p: p["comm"] == "raylet",
+            lambda p: p["comm"] not in ("raylet", "gcs_server"),
+            lambda p: p["comm"] == "gcs_server",
+        )
+        for in_round in rounds:
+            targets = [p["pid"] for p in self.ray_processes() if in_round(p)]
+            if targets:
+                self.signal_and_wait(targets, self.p["stop_grace"] / 3.0)
+
+    def signal_and_wait(self, pids, grace):
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass  # already gone
+
+        def exited():
+            alive = {p["pid"] for p in self.ray_processes()}
+            left = [pid for pid in pids if pid in alive]
+            return not left, left
+
+        ok, left, elapsed = wait_for(exited, timeout=grace, interval=0.1)
+        for pid in left or []:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def kill_leftovers(self):
         def gone():
@@ -580,6 +710,7 @@ class Node:
         removable = [self.state_path]
         if purge_files:
             removable += [self.env_path, self.labels_path, os.path.join(self.p["state_dir"], "ray-start.log")]
+            removable += list(self.p["extra_files"])
             removable.append(self.p["auth_token_file"])
             if self.p["supervisor"] == "systemd":
                 removable.append(self.unit_path)
@@ -629,6 +760,7 @@ def main():
             env=dict(type="dict", default={}),
             config_dir=dict(type="path", default="/etc/raygate"),
             state_dir=dict(type="path", default="/run/raygate"),
+            extra_files=dict(type="list", elements="path", default=[]),
             supervisor=dict(type="str", choices=["process", "systemd"], default="process"),
             unit_name=dict(type="str", default="raygate-ray"),
             unit_dir=dict(type="path", default="/etc/systemd/system"),
@@ -636,6 +768,8 @@ def main():
             python_version_match_level=dict(type="str", choices=["patch", "minor"], default="patch"),
             stop_grace=dict(type="int", default=10),
             start_timeout=dict(type="int", default=180),
+            head_wait=dict(type="str", choices=["gcs", "dashboard"], default="dashboard"),
+            auth_token=dict(type="str", no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -649,6 +783,7 @@ def main():
         result["diff"] = node.diff
     for warning in node.warnings:
         module.warn(warning)
+    result["would_change"] = bool(result.get("changed"))
     module.exit_json(**result)
 
 

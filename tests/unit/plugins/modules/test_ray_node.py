@@ -202,3 +202,125 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "raygate-ray.service" not in proc.stderr, proc.stderr
+
+
+def fake_venv(tmp_path):
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "ray").write_text("#!/bin/sh\n")
+    (venv / "ray").chmod(0o755)
+    return str(venv / "ray")
+
+
+def started_head(monkeypatch):
+    waited = []
+    monkeypatch.setattr(ray_node.Node, "wait_head", lambda self, url: waited.append("dashboard"))
+    monkeypatch.setattr(ray_node.Node, "wait_gcs", lambda self, plan: waited.append("gcs"))
+    monkeypatch.setattr(ray_node.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
+    return waited
+
+
+def test_start_flags_are_asked_once_per_virtualenv(tmp_path, monkeypatch):
+    ray = fake_venv(tmp_path)
+    started_head(monkeypatch)
+    calls = []
+
+    def fake_run(self, args, **kwargs):
+        calls.append(args[:3])
+        return (0, HELP, "") if args[1:] == ["start", "--help"] else (0, "started", "")
+
+    monkeypatch.setattr(ray_node.Node, "run", fake_run)
+    for _attempt in range(2):
+        (tmp_path / "run").mkdir(exist_ok=True)
+        for f in (tmp_path / "run").iterdir():
+            f.unlink()  # not running any more: the second call starts again
+        run_case({"args": base_args(tmp_path), "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    assert calls.count([ray, "start", "--help"]) == 1, calls
+    assert calls.count([ray, "start", "--head"]) == 2, calls
+    cache = tmp_path / "venv" / "raygate-start-flags.json"
+    assert "--dashboard-agent-grpc-port" in cache.read_text()
+    # A different Ray behind the same path (reinstalled: new mtime/size) asks again.
+    (tmp_path / "venv" / "bin" / "ray").write_text("#!/bin/sh\n# reinstalled\n")
+    for f in (tmp_path / "run").iterdir():
+        f.unlink()
+    run_case({"args": base_args(tmp_path), "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    assert calls.count([ray, "start", "--help"]) == 2, calls
+
+
+def test_head_wait_gcs_skips_the_dashboard(tmp_path, monkeypatch):
+    ray = fake_venv(tmp_path)
+    waited = started_head(monkeypatch)
+    monkeypatch.setattr(ray_node.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    run_case({"args": base_args(tmp_path, head_wait="gcs"), "expect": {"changed": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert waited == ["gcs"]
+    assert os.access(ray, os.X_OK)
+
+
+def test_auth_token_is_written_0600_and_never_returned(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    started_head(monkeypatch)
+    monkeypatch.setattr(ray_node.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    token_file = tmp_path / "etc" / "auth_token"
+    secret = "0123456789abcdef" * 4
+    args = base_args(tmp_path, auth=True, auth_token=secret, auth_token_file=str(token_file))
+    result = run_case({"args": args, "diff_mode": True, "expect": {"changed": True}}, ray_node.main, tmp_path,
+                      monkeypatch)  # fmt: skip
+    assert token_file.read_text() == secret + "\n"
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    assert secret not in str(result)
+
+
+def test_auth_token_check_mode_writes_nothing_and_predicts_a_change(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    token_file = tmp_path / "etc" / "auth_token"
+    args = base_args(tmp_path, auth=True, auth_token="abc", auth_token_file=str(token_file))
+    result = run_case({"args": args, "check_mode": True, "expect": {"changed": True, "would_change": True}},
+                      ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    assert not token_file.exists()
+    assert "abc" not in str(result)
+
+
+def test_empty_auth_token_is_refused(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    args = base_args(tmp_path, auth=True, auth_token="  ", auth_token_file=str(tmp_path / "t"))
+    run_case({"args": args, "expect": {"failed": True, "msg_contains": "auth_token is empty"}}, ray_node.main,
+             tmp_path, monkeypatch)  # fmt: skip
+    assert not (tmp_path / "t").exists()
+
+
+def test_absent_removes_extra_files_and_reports_would_change(tmp_path, monkeypatch):
+    extra = tmp_path / "textfile" / "raygate_health.prom"
+    extra.parent.mkdir()
+    extra.write_text("raygate_health_node_healthy 1\n")
+    args = base_args(tmp_path, state="absent", extra_files=[str(extra), str(tmp_path / "missing.prom")])
+    run_case({"args": args, "expect": {"changed": True, "would_change": True, "removed": [str(extra)]}},
+             ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    assert not extra.exists()
+    run_case({"args": args, "expect": {"changed": False, "would_change": False, "removed": []}}, ray_node.main,
+             tmp_path, monkeypatch)  # fmt: skip
+
+
+def test_stop_terminates_raylet_then_the_rest_then_the_gcs(tmp_path, monkeypatch):
+    # Ray's own order: the GCS lingers while its clients live, so it gets SIGTERM last.
+    alive = {1: "gcs_server", 2: "raylet", 3: "python", 4: "ray::IDLE"}
+    sent = []
+
+    def procs(**kwargs):
+        return [{"pid": pid, "comm": comm, "argv": [comm]} for pid, comm in sorted(alive.items())]
+
+    def kill(pid, sig):
+        sent.append((alive.get(pid), sig))
+        alive.pop(pid, None)
+        if pid == 2:
+            alive.pop(4, None)  # the raylet's workers go with it
+
+    monkeypatch.setattr(ray_procs, "ray_processes", procs)
+    monkeypatch.setattr(ray_node.os, "kill", kill)
+    monkeypatch.setattr(
+        ray_node.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
+    )
+    run_case({"args": base_args(tmp_path, state="stopped"), "expect": {"changed": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert [name for name, sig in sent] == ["raylet", "python", "gcs_server"]
+    assert all(sig == ray_node.signal.SIGTERM for name, sig in sent)

@@ -66,6 +66,21 @@ demo-down: bootstrap  ## teardown.yml on the sandbox, then remove the sandbox no
 	if $(SANDBOX) status >/dev/null 2>&1; then $(BIN)/ansible-playbook -i inventories/sandbox teardown.yml; fi
 	$(SANDBOX) down
 
+# ---- benchmark ---------------------------------------------------------------------------
+BENCH_VENV := .build/bench-venv
+BENCH_ARGS ?=
+
+$(BENCH_VENV)/.stamp: requirements-bench.txt $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-index --find-links $(WHEELHOUSE) \
+	  "ray[default]==$(RAY_VERSION)"
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-bench.txt
+	touch $@
+
+.PHONY: bench
+bench: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/bringup.py: raygate vs plain ssh vs `ray up` (root, ~25 min)
+	$(BENCH_VENV)/bin/python bench/bringup.py $(BENCH_ARGS)
+
 # ---- tests -------------------------------------------------------------------------------
 .PHONY: lint
 lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog lint

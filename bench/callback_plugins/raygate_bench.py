@@ -1,0 +1,91 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark recorder: tasks per host and wall time per task, written as JSON when the play ends.
+
+Enabled by bench/bringup.py through ANSIBLE_CALLBACK_PLUGINS and ANSIBLE_CALLBACKS_ENABLED;
+the file to write comes from RAYGATE_BENCH_TASKS_OUT. It prints nothing.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: raygate_bench
+type: aggregate
+short_description: Record tasks per host and task wall times for bench/bringup.py
+description:
+  - Counts the task results of every host (ok, changed, skipped, failed, unreachable) and records
+    the wall time of each task from its start to the start of the next one.
+  - Writes one JSON document to the path in the environment variable C(RAYGATE_BENCH_TASKS_OUT).
+requirements:
+  - enable it with C(ANSIBLE_CALLBACKS_ENABLED=raygate_bench)
+"""
+
+import json
+import os
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "raygate_bench"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self.started = time.monotonic()
+        self.tasks = []
+        self.hosts = {}
+        self.current = None
+
+    def _close_task(self, now):
+        if self.current is not None:
+            self.current["seconds"] = round(now - self.current.pop("_t0"), 3)
+            self.current = None
+
+    def _start(self, task, kind):
+        now = time.monotonic()
+        self._close_task(now)
+        self.current = {"name": task.get_name(), "kind": kind, "_t0": now, "hosts": 0}
+        self.tasks.append(self.current)
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._start(task, "task")
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._start(task, "handler")
+
+    def _count(self, result, status):
+        host = result._host.get_name()
+        counts = self.hosts.setdefault(host, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0})
+        counts["tasks"] += 1
+        if status == "ok" and result._result.get("changed"):
+            counts["changed"] += 1
+        counts[status] = counts.get(status, 0) + 1
+        if self.current is not None:
+            self.current["hosts"] += 1
+
+    def v2_runner_on_ok(self, result):
+        self._count(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._count(result, "failed")
+
+    def v2_runner_on_skipped(self, result):
+        self._count(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result):
+        self._count(result, "unreachable")
+
+    def v2_playbook_on_stats(self, stats):
+        now = time.monotonic()
+        self._close_task(now)
+        out = os.environ.get("RAYGATE_BENCH_TASKS_OUT")
+        if not out:
+            return
+        doc = {"seconds": round(now - self.started, 3), "hosts": self.hosts, "tasks": self.tasks}
+        with open(out, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle, indent=1)

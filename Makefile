@@ -78,7 +78,7 @@ $(BENCH_VENV)/.stamp: requirements-bench.txt $(WHEELHOUSE)/.ray-$(RAY_VERSION).s
 	touch $@
 
 .PHONY: bench
-bench: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/bringup.py: raygate vs plain ssh vs `ray up` (root, ~25 min)
+bench: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/bringup.py: raygate vs plain ssh vs `ray up` (root, ~20 min)
 	$(BENCH_VENV)/bin/python bench/bringup.py $(BENCH_ARGS)
 
 # ---- tests -------------------------------------------------------------------------------

@@ -291,6 +291,15 @@ STATE_FILE = "ray-node.json"
 FLAGS_FILE = "raygate-start-flags.json"
 
 
+def send_signal(pids, sig):
+    """Send ``sig`` to each of ``pids``; one that is already gone is not an error."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
 def render_unit(role, command, env_files, description=None):
     """The systemd unit for a node: ``ray start --block`` as the main process.
 
@@ -465,12 +474,11 @@ class Node:
         if rc != 0:
             self.fail("%s start --help failed: %s" % (self.ray, (err or out).strip()[-1000:]))
         flags = pp.parse_ray_start_help(out)
-        if key and os.path.isdir(os.path.dirname(self.flags_path)):
+        if key:  # the venv holds `ray`, so its directory exists
             try:
                 write_file(self.flags_path, json.dumps({"key": key, "flags": sorted(flags)}) + "\n")
             except OSError:
                 pass  # a read-only venv: ask Ray every time
-
         return flags
 
     def flags_key(self):
@@ -479,7 +487,7 @@ class Node:
             st = os.stat(self.ray)
         except OSError:
             return None
-        return "%s:%d:%d" % (os.path.realpath(self.p["venv"]), st.st_mtime_ns, st.st_size)
+        return "%s:%d:%d" % (os.path.dirname(self.flags_path), st.st_mtime_ns, st.st_size)
 
     # -- actions ----------------------------------------------------------------------
     def started(self):
@@ -651,32 +659,20 @@ class Node:
                 self.signal_and_wait(targets, self.p["stop_grace"] / 3.0)
 
     def signal_and_wait(self, pids, grace):
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass  # already gone
+        send_signal(pids, signal.SIGTERM)
 
         def exited():
             alive = {p["pid"] for p in self.ray_processes()}
             left = [pid for pid in pids if pid in alive]
             return not left, left
 
-        ok, left, elapsed = wait_for(exited, timeout=grace, interval=0.1)
-        for pid in left or []:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        left = wait_for(exited, timeout=grace, interval=0.1)[1]
+        send_signal(left, signal.SIGKILL)
 
     def kill_leftovers(self):
         def gone():
             left = self.ray_processes()
-            for proc in left:
-                try:
-                    os.kill(proc["pid"], signal.SIGKILL)
-                except OSError:
-                    pass
+            send_signal([proc["pid"] for proc in left], signal.SIGKILL)
             return not left, left
 
         wait_for(gone, timeout=30, interval=0.2)

@@ -34,9 +34,12 @@ import sys
 import threading
 import time
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SANDBOX = os.path.join(ROOT, "tests", "sandbox", "sandbox.sh")
+SANDBOX_VARS = os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster", "main.yml")
 STATE = os.environ.get("RAYGATE_SANDBOX_DIR", "/srv/raygate/sandbox")
 VENV_RAY = "/opt/raygate/current/bin/ray"
 VENV_PY = "/opt/raygate/current/bin/python"
@@ -82,7 +85,9 @@ print("dashboard", flush=True)
 ray.shutdown()
 """
 
-# Runs on a node with the system Python: what of Ray or raygate is left there.
+# Runs on a node with the system Python: what of Ray or raygate is left there. Deliberately not
+# raygate's own ray_procs/port_plan detection: a broader, independent look (anything of the venv,
+# any listener but sshd) is what catches a process those miss.
 LEFTOVERS = r"""
 import json, os
 procs, ports = [], []
@@ -203,8 +208,8 @@ def top_tasks(tasks_doc, limit=12):
 def evaluate_targets(results):
     """Each target of issue 5 with its numbers: [(target, measured text, met: bool or None)]."""
     out = []
-    n3 = results.get("3") or results.get(3)
-    n6 = results.get("6") or results.get(6)
+    n3 = results.get("3")
+    n6 = results.get("6")
     if n3:
         c, b, a, d, e = (n3["stats"].get(k) for k in ("c", "b", "a", "d", "e"))
         if c and b:
@@ -305,12 +310,11 @@ def render_doc(results, machine, versions, plot_name, started, duration):
     for target, measured, met in evaluate_targets(results):
         parts.append("| %s | %s | %s |" % (target, measured, "yes" if met else "**no**"))
     parts += ["", "### Tasks and SSH per host (last repeat)", "", render_counts(results), ""]
-    for n in sorted(results, key=int):
-        for run in ("c", "d", "e"):
-            tops = results[n].get(run + "_top") or []
-            if n == "3" and tops:
-                parts += ["", "Slowest tasks of (%s) at N=3, seconds:" % run, ""]
-                parts += ["- %.2f %s" % (s, name) for s, name in tops]
+    for run in ("c", "d", "e"):
+        tops = results.get("3", {}).get(run + "_top") or []
+        if tops:
+            parts += ["", "Slowest tasks of (%s) at N=3, seconds:" % run, ""]
+            parts += ["- %.2f %s" % (s, name) for s, name in tops]
     parts += ["", "### Machine and versions", ""]
     parts += ["- %s: %s" % (k, v) for k, v in list(machine.items()) + list(versions.items())]
     parts += ["", MARK_END]
@@ -375,9 +379,20 @@ class Bench:
         from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp  # noqa: PLC0415
 
         self.pp = pp
-        self.plan = pp.build_plan({})
-        self.amounts = ["--num-cpus=2", "--num-gpus=8", "--memory=2147483648", "--object-store-memory=268435456"]
-        self.gpus_per_node = 8
+        # The sandbox inventory's own values, so (a) and (b) start the very nodes site.yml does.
+        with open(SANDBOX_VARS, encoding="utf-8") as f:
+            group_vars = yaml.safe_load(f)
+        self.plan = pp.build_plan(group_vars.get("raygate_ports") or {}, group_vars.get("raygate_port_offset", 0))
+        self.gpus_per_node = int(group_vars["raygate_num_gpus"])
+        self.amounts = [
+            "--%s=%d" % (flag, int(group_vars["raygate_" + key]))
+            for flag, key in (
+                ("num-cpus", "num_cpus"),
+                ("num-gpus", "num_gpus"),
+                ("memory", "memory"),
+                ("object-store-memory", "object_store_memory"),
+            )
+        ]
 
     # -- setup -----------------------------------------------------------------------------
     def hosts(self, n):

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 from harness import run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils import node_step, ray_procs
 from ansible_collections.raygate.cluster.plugins.modules import ray_node
 
 HELP = """Usage: ray start [OPTIONS]
@@ -121,8 +121,8 @@ def test_start_runs_ray_start_with_the_plan(tmp_path, monkeypatch):
     venv.mkdir(parents=True)
     (venv / "ray").write_text("#!/bin/sh\n")
     (venv / "ray").chmod(0o755)
-    monkeypatch.setattr(ray_node.Node, "wait_head", lambda self, url: None)
-    monkeypatch.setattr(ray_node.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
+    monkeypatch.setattr(node_step.Node, "wait_head", lambda self, url: None)
+    monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
     ray = str(venv / "ray")
     expected_start = [
         ray, "start", "--head", "--node-ip-address=198.18.0.11",
@@ -164,7 +164,7 @@ def test_worker_args_point_at_the_head_and_skip_head_flags(tmp_path):
             start_timeout=60,
         )
 
-    node = ray_node.Node(Stub())
+    node = node_step.Node(Stub())
     from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
 
     args, dropped = node.start_args(pp.build_plan({}), None)
@@ -180,7 +180,7 @@ def render(tmp_path):
     ray.write_text("#!/bin/sh\n")
     ray.chmod(0o755)
     cmd = [str(ray), "start", "--head", "--port=6379", '--resources={"a b":1}']
-    return ray_node.render_unit("head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"])
+    return node_step.render_unit("head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"])
 
 
 def test_unit_shape(tmp_path):
@@ -214,9 +214,9 @@ def fake_venv(tmp_path):
 
 def started_head(monkeypatch):
     waited = []
-    monkeypatch.setattr(ray_node.Node, "wait_head", lambda self, url: waited.append("dashboard"))
-    monkeypatch.setattr(ray_node.Node, "wait_gcs", lambda self, plan: waited.append("gcs"))
-    monkeypatch.setattr(ray_node.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
+    monkeypatch.setattr(node_step.Node, "wait_head", lambda self, url: waited.append("dashboard"))
+    monkeypatch.setattr(node_step.Node, "wait_gcs", lambda self, plan: waited.append("gcs"))
+    monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
     return waited
 
 
@@ -229,7 +229,7 @@ def test_start_flags_are_asked_once_per_virtualenv(tmp_path, monkeypatch):
         calls.append(args[:3])
         return (0, HELP, "") if args[1:] == ["start", "--help"] else (0, "started", "")
 
-    monkeypatch.setattr(ray_node.Node, "run", fake_run)
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
     for _attempt in range(2):
         (tmp_path / "run").mkdir(exist_ok=True)
         for f in (tmp_path / "run").iterdir():
@@ -250,7 +250,7 @@ def test_start_flags_are_asked_once_per_virtualenv(tmp_path, monkeypatch):
 def test_head_wait_gcs_skips_the_dashboard(tmp_path, monkeypatch):
     ray = fake_venv(tmp_path)
     waited = started_head(monkeypatch)
-    monkeypatch.setattr(ray_node.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
     run_case({"args": base_args(tmp_path, head_wait="gcs"), "expect": {"changed": True}}, ray_node.main, tmp_path,
              monkeypatch)  # fmt: skip
     assert waited == ["gcs"]
@@ -260,7 +260,7 @@ def test_head_wait_gcs_skips_the_dashboard(tmp_path, monkeypatch):
 def test_auth_token_is_written_0600_and_never_returned(tmp_path, monkeypatch):
     fake_venv(tmp_path)
     started_head(monkeypatch)
-    monkeypatch.setattr(ray_node.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
     token_file = tmp_path / "etc" / "auth_token"
     secret = "0123456789abcdef" * 4
     args = base_args(tmp_path, auth=True, auth_token=secret, auth_token_file=str(token_file))
@@ -316,11 +316,11 @@ def test_stop_terminates_raylet_then_the_rest_then_the_gcs(tmp_path, monkeypatch
             alive.pop(4, None)  # the raylet's workers go with it
 
     monkeypatch.setattr(ray_procs, "ray_processes", procs)
-    monkeypatch.setattr(ray_node.os, "kill", kill)
+    monkeypatch.setattr(node_step.os, "kill", kill)
     monkeypatch.setattr(
-        ray_node.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
+        node_step.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
     )
     run_case({"args": base_args(tmp_path, state="stopped"), "expect": {"changed": True}}, ray_node.main, tmp_path,
              monkeypatch)  # fmt: skip
     assert [name for name, sig in sent] == ["raylet", "python", "gcs_server"]
-    assert all(sig == ray_node.signal.SIGTERM for name, sig in sent)
+    assert all(sig == node_step.signal.SIGTERM for name, sig in sent)

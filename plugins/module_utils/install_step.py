@@ -1,0 +1,243 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The work of raygate.cluster.ray_install, runnable by its module or as a node_steps step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.versions import RAY_VERSION_RE
+
+MARKER = "raygate-install.json"
+PY_VERSION = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_marker(venv):
+    try:
+        with open(os.path.join(venv, MARKER)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def wheel_versions(wheelhouse, py_tag):
+    """Ray versions in a wheelhouse that install on ``py_tag`` (cp311), and all others."""
+    usable, other = set(), set()
+    for name in os.listdir(wheelhouse):
+        match = re.match(r"^ray-([^-]+)-([^-]+)-([^-]+)-[^-]+\.whl$", name)
+        if match:
+            (usable if match.group(2) in (py_tag, "py3") else other).add(match.group(1))
+    return usable, other - usable
+
+
+class Installer:
+    def __init__(self, module, runner):
+        self.module = module
+        self.runner = runner
+        self.params = module.params
+
+    def fail(self, msg, **kwargs):
+        self.module.fail_json(msg=msg, **kwargs)
+
+    def run(self, args, **kwargs):
+        try:
+            rc, out, err = self.runner.run(args, timeout=self.params["timeout"], **kwargs)
+        except CommandError as exc:
+            self.fail(str(exc))
+        return rc, out, err
+
+    def python_version(self, python):
+        rc, out, err = self.run([python, "-c", PY_VERSION])
+        if rc != 0:
+            self.fail("cannot run the Python interpreter %s: %s" % (python, (err or out).strip()))
+        return out.strip()
+
+    def check_available(self, version, py_version):
+        """Fail before any change when the requested Ray version cannot be installed."""
+        wheelhouse = self.params["wheelhouse"]
+        py_tag = "cp" + "".join(py_version.split(".")[:2])
+        if wheelhouse:
+            if not os.path.isdir(wheelhouse):
+                self.fail("wheelhouse %s does not exist on this node; build it or unset wheelhouse" % wheelhouse)
+            usable, other = wheel_versions(wheelhouse, py_tag)
+            if version not in usable:
+                hint = " (a wheel for another Python exists: %s)" % ", ".join(sorted(other)) if version in other else ""
+                self.fail(
+                    "Ray %s for Python %s (%s) is not in the wheelhouse %s%s; available: %s. "
+                    "Set raygate_ray_version to one of those or add its wheels."
+                    % (version, py_version, py_tag, wheelhouse, hint, ", ".join(sorted(usable)) or "none")
+                )
+            return
+        args = [self.params["python"], "-m", "pip", "index", "versions", "ray", "--disable-pip-version-check"]
+        if self.params["index_url"]:
+            args += ["--index-url", self.params["index_url"]]
+        rc, out, err = self.run(args)
+        if rc != 0:
+            self.fail("cannot list Ray versions on the package index: %s" % (err or out).strip())
+        listed = re.search(r"Available versions:(.*)", out)
+        versions = {v.strip() for v in listed.group(1).split(",")} if listed else set()
+        if version not in versions:
+            self.fail(
+                "Ray %s is not on the package index (newest: %s); set raygate_ray_version to a released version."
+                % (version, ", ".join(sorted(versions, reverse=True)[:5]) or "none found")
+            )
+
+    def desired_marker(self, version, py_version):
+        requirements = self.params["requirements"]
+        return {
+            "version": version,
+            "extras": sorted(set(self.params["extras"])),
+            "python": ".".join(py_version.split(".")[:2]),
+            "requirements_sha256": sha256_file(requirements) if requirements else None,
+        }
+
+    def source_args(self):
+        if self.params["wheelhouse"]:
+            return ["--no-index", "--find-links", self.params["wheelhouse"]]
+        if self.params["index_url"]:
+            return ["--index-url", self.params["index_url"]]
+        return []
+
+    def install(self, venv, version, marker):
+        if os.path.exists(venv):
+            shutil.rmtree(venv)
+        os.makedirs(os.path.dirname(venv), mode=0o755, exist_ok=True)
+        self.check_rc(self.run([self.params["python"], "-m", "venv", venv]), "create the virtualenv %s" % venv)
+        pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check"]
+        spec = "ray[%s]==%s" % (",".join(marker["extras"]), version) if marker["extras"] else "ray==%s" % version
+        if self.params["installer"] == "uv":
+            self.check_rc(self.run(pip + ["install", "--quiet"] + self.source_args() + ["uv"]), "install uv")
+            tool = [os.path.join(venv, "bin", "uv"), "pip", "install", "--python", os.path.join(venv, "bin", "python")]
+            env = {"UV_NO_CACHE": "1"} if self.params["wheelhouse"] else {}
+        else:
+            tool, env = pip + ["install", "--quiet"], {}
+        self.check_rc(self.run(tool + self.source_args() + [spec], env=env), "install %s" % spec)
+        if self.params["requirements"]:
+            args = tool + self.source_args() + ["--require-hashes", "-r", self.params["requirements"]]
+            self.check_rc(self.run(args, env=env), "install %s" % self.params["requirements"])
+        rc, out, err = self.run([os.path.join(venv, "bin", "ray"), "--version"])
+        if rc != 0 or version not in out.split():
+            self.fail("ray --version in %s answered %r, expected %s" % (venv, (out or err).strip(), version))
+        with open(os.path.join(venv, MARKER), "w") as fh:
+            json.dump(marker, fh, indent=2, sort_keys=True)
+
+    def check_rc(self, result, what):
+        rc, out, err = result
+        if rc != 0:
+            self.fail("failed to %s (rc=%s): %s" % (what, rc, ((err or "") + (out or "")).strip()[-2000:]))
+
+    def switch_current(self, venv):
+        link = os.path.join(self.params["base_dir"], "current")
+        if os.path.islink(link) and os.readlink(link) == venv:
+            return False
+        if os.path.exists(link) and not os.path.islink(link):
+            self.fail("%s exists and is not a symlink; move it away so raygate can manage it" % link)
+        if not self.module.check_mode:
+            tmp = link + ".raygate-new"
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            os.symlink(venv, tmp)
+            os.replace(tmp, link)
+        return True
+
+
+def current_target(base_dir):
+    link = os.path.join(base_dir, "current")
+    return os.readlink(link) if os.path.islink(link) else ""
+
+
+def present(module, inst):
+    params = module.params
+    version = params["version"]
+    if not version:
+        module.fail_json(msg="version is required when state=present (for example 2.60.0)")
+    if not RAY_VERSION_RE.match(version):
+        module.fail_json(msg="version %r is not an exact Ray release such as 2.60.0" % version)
+    if params["requirements"] and not os.path.isfile(params["requirements"]):
+        module.fail_json(msg="requirements file %s does not exist on this node" % params["requirements"])
+    py_version = inst.python_version(params["python"])
+    minor = ".".join(py_version.split(".")[:2])
+    venv = os.path.join(params["base_dir"], "ray-%s-py%s" % (version, minor))
+    marker = inst.desired_marker(version, py_version)
+    existing = read_marker(venv)
+    needs_install = existing != marker
+    if needs_install:
+        inst.check_available(version, py_version)
+        if not module.check_mode:
+            inst.install(venv, version, marker)
+    changed = needs_install
+    if params["set_current"]:
+        changed = inst.switch_current(venv) or changed
+    venv_python = os.path.join(venv, "bin", "python")
+    actual_py = py_version if module.check_mode and needs_install else inst.python_version(venv_python)
+    module.exit_json(
+        changed=changed,
+        would_change=changed,
+        venv=venv,
+        installed=needs_install,
+        current=venv if params["set_current"] else current_target(params["base_dir"]),
+        version_info={"ray": version, "python": actual_py},
+    )
+
+
+def absent(module, inst):
+    base_dir = module.params["base_dir"]
+    version = module.params["version"]
+    removed = []
+    if os.path.isdir(base_dir):
+        for name in sorted(os.listdir(base_dir)):
+            path = os.path.join(base_dir, name)
+            if not re.match(r"^ray-.+-py\d+\.\d+$", name) or (version and not name.startswith("ray-%s-" % version)):
+                continue
+            removed.append(path)
+            if not module.check_mode:
+                shutil.rmtree(path)
+    link = os.path.join(base_dir, "current")
+    if os.path.islink(link) and (not version or os.readlink(link) in removed):
+        removed.append(link)
+        if not module.check_mode:
+            os.unlink(link)
+    if not version and os.path.isdir(base_dir) and not module.check_mode and not os.listdir(base_dir):
+        os.rmdir(base_dir)
+    module.exit_json(
+        changed=bool(removed), would_change=bool(removed), removed=removed, current=current_target(base_dir)
+    )
+
+
+ARGUMENT_SPEC = dict(
+    version=dict(type="str"),
+    extras=dict(type="list", elements="str", default=["default"]),
+    python=dict(type="path", default="/usr/bin/python3"),
+    base_dir=dict(type="path", default="/opt/raygate"),
+    wheelhouse=dict(type="path"),
+    index_url=dict(type="str"),
+    requirements=dict(type="path"),
+    installer=dict(type="str", choices=["pip", "uv"], default="pip"),
+    set_current=dict(type="bool", default=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    timeout=dict(type="int", default=1200),
+)
+MUTUALLY_EXCLUSIVE = [("wheelhouse", "index_url")]
+
+
+def run(module):
+    """Install or remove as ``module.params`` say; ends with ``module.exit_json`` or ``module.fail_json``."""
+    inst = Installer(module, CommandRunner(timeout=module.params["timeout"]))
+    if module.params["state"] == "present":
+        present(module, inst)
+    absent(module, inst)

@@ -1,0 +1,517 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The work of raygate.cluster.ray_node, runnable by its module or as a node_steps step."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import time
+
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
+
+STATE_FILE = "ray-node.json"
+FLAGS_FILE = "raygate-start-flags.json"
+
+
+def send_signal(pids, sig):
+    """Send ``sig`` to each of ``pids``; one that is already gone is not an error."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def render_unit(role, command, env_files, description=None):
+    """The systemd unit for a node: ``ray start --block`` as the main process.
+
+    No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
+    KillMode=mixed then SIGKILLs whatever is left after the timeout. ``ray start --block``
+    exits 1 when it is told to stop, hence SuccessExitStatus=1.
+    """
+    lines = [
+        "# Managed by raygate.cluster.ray_node: local changes are overwritten.",
+        "[Unit]",
+        "Description=%s" % (description or "Ray %s node (raygate)" % role),
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+    ]
+    lines += ["EnvironmentFile=-%s" % path for path in env_files]
+    lines += [
+        "ExecStart=%s" % " ".join(_systemd_quote(a) for a in command + ["--block"]),
+        "KillMode=mixed",
+        "SuccessExitStatus=1",
+        "Restart=on-failure",
+        "RestartSec=5",
+        "TimeoutStopSec=60",
+        "LimitNOFILE=1048576",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _systemd_quote(arg):
+    if arg and all(c.isalnum() or c in "-_=./:,@%+" for c in arg):
+        return arg
+    return '"%s"' % arg.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class Node:
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        self.venv_bin = os.path.join(self.p["venv"], "bin")
+        env = {"PATH": self.venv_bin + ":" + DEFAULT_PATH, "HOME": os.environ.get("HOME", "/root")}
+        self.runner = CommandRunner(timeout=max(self.p["start_timeout"], 60), base_env=env)
+        self.ray = os.path.join(self.venv_bin, "ray")
+        self.state_path = os.path.join(self.p["state_dir"], STATE_FILE)
+        # Beside the virtualenv it describes: kept while the venv is, removed with it (purge).
+        self.flags_path = os.path.join(os.path.realpath(self.p["venv"]), FLAGS_FILE)
+        self.env_path = os.path.join(self.p["config_dir"], "ray.env")
+        self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
+        self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
+        self.session_roots = tuple(r for r in (self.p["temp_dir"], "/tmp/ray") if r)
+        self.warnings = []
+        self.diff = {"before": "", "after": ""}
+
+    def fail(self, msg, **kwargs):
+        self.module.fail_json(msg=msg, **kwargs)
+
+    def run(self, args, **kwargs):
+        try:
+            return self.runner.run(args, **kwargs)
+        except CommandError as exc:
+            self.fail(str(exc))
+
+    # -- the desired configuration ----------------------------------------------------
+    def plan(self):
+        return pp.node_plan_or_fail(self.p, self.fail)
+
+    def node_env(self, plan):
+        """Environment of the Ray node: auth, env-only ports, env files, user extras."""
+        env = {"RAY_USAGE_STATS_ENABLED": "0"}
+        if self.p["auth"]:
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=self.p["auth_token_file"])
+        if self.p["python_version_match_level"] == "minor":
+            env["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] = "minor"
+        env.update(pp.env_vars(plan, self.p["role"]))
+        env.update({k: str(v) for k, v in self.p["env"].items()})
+        return env
+
+    def file_env(self):
+        env = {}
+        for path in self.p["env_files"]:
+            text = read_text(path)
+            if text is None:
+                continue
+            try:
+                env.update(parse_env(text))
+            except ValueError as exc:
+                self.fail("environment file %s: %s" % (path, exc))
+        return env
+
+    def start_args(self, plan, supported):
+        p = self.p
+        args = [self.ray, "start"]
+        if p["role"] == "head":
+            args.append("--head")
+        else:
+            args.append("--address=%s:%s" % (p["head_ip"], plan["gcs"]))
+        port_args, dropped = pp.ray_start_args(plan, p["role"], supported)
+        args += ["--node-ip-address=%s" % p["node_ip"]] + port_args
+        for key in ("num_cpus", "num_gpus", "memory", "object_store_memory"):
+            if p[key] is not None:
+                args.append("--%s=%s" % (key.replace("_", "-"), p[key]))
+        if p["resources"]:
+            args.append("--resources=%s" % json.dumps(p["resources"], sort_keys=True, separators=(",", ":")))
+        if p["labels"]:
+            args.append("--labels-file=%s" % self.labels_path)
+        if p["role"] == "head":
+            args.append("--dashboard-host=%s" % (p["dashboard_host"] or p["node_ip"]))
+            if p["temp_dir"]:
+                args.append("--temp-dir=%s" % p["temp_dir"])
+        if supported is None or "--disable-usage-stats" in supported:
+            args.append("--disable-usage-stats")
+        return args, dropped
+
+    def config_hash(self, plan, env):
+        p = self.p
+        token = self.token() if p["auth"] else None
+        desired = {
+            "role": p["role"],
+            "venv": os.path.realpath(p["venv"]),
+            "node_ip": p["node_ip"],
+            "head_ip": p["head_ip"] if p["role"] == "worker" else None,
+            "ports": pp.role_ports(plan, p["role"]),
+            "amounts": [p["num_cpus"], p["num_gpus"], p["memory"], p["object_store_memory"]],
+            "resources": p["resources"],
+            "labels": p["labels"],
+            "temp_dir": p["temp_dir"] if p["role"] == "head" else None,
+            "dashboard_host": p["dashboard_host"],
+            "env": env,
+            "token": hashlib.sha256(token.encode()).hexdigest() if token else None,
+            "supervisor": p["supervisor"],
+        }
+        blob = json.dumps(desired, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    # -- what runs now ----------------------------------------------------------------
+    def ray_processes(self):
+        return ray_procs.ray_processes(session_roots=self.session_roots)
+
+    def recorded(self):
+        text = read_text(self.state_path)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            return {}
+
+    def check_ports_free(self, plan):
+        listeners = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
+        if listeners:
+            msgs = [pp.describe_listener(port, owners) for port, owners in sorted(listeners.items())]
+            self.fail(
+                "cannot start Ray on %s: %s. Stop that process or move the port plan "
+                "(raygate_ports / raygate_port_offset)." % (self.p["node_ip"], "; ".join(msgs)),
+                busy_ports=sorted(listeners),
+            )
+
+    def supported_flags(self):
+        """The flags of the installed `ray start`, cached per virtualenv: asking Ray costs seconds."""
+        key = self.flags_key()
+        cached = read_text(self.flags_path)
+        try:
+            doc = json.loads(cached) if cached else {}
+        except ValueError:
+            doc = {}
+        if key and doc.get("key") == key and isinstance(doc.get("flags"), list):
+            return set(doc["flags"])
+        rc, out, err = self.run([self.ray, "start", "--help"], timeout=120)
+        if rc != 0:
+            self.fail("%s start --help failed: %s" % (self.ray, (err or out).strip()[-1000:]))
+        flags = pp.parse_ray_start_help(out)
+        if key:  # the venv holds `ray`, so its directory exists
+            try:
+                write_file(self.flags_path, json.dumps({"key": key, "flags": sorted(flags)}) + "\n")
+            except OSError:
+                pass  # a read-only venv: ask Ray every time
+        return flags
+
+    def flags_key(self):
+        """Identifies the installed Ray: the virtualenv's real path and its `ray` script's stat."""
+        try:
+            st = os.stat(self.ray)
+        except OSError:
+            return None
+        return "%s:%d:%d" % (os.path.dirname(self.flags_path), st.st_mtime_ns, st.st_size)
+
+    # -- actions ----------------------------------------------------------------------
+    def started(self):
+        p = self.p
+        if not p["node_ip"]:
+            self.fail("node_ip is required to start a Ray node")
+        if p["role"] == "worker" and not p["head_ip"]:
+            self.fail("head_ip is required to start a worker")
+        plan = self.plan()
+        installed = os.access(self.ray, os.X_OK)
+        if not installed and not self.module.check_mode:
+            self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
+        if p["auth"] and p["auth_token"] is not None and not p["auth_token"].strip():
+            self.fail("auth_token is empty; give the cluster's token or leave it unset")
+        token_file_changed = self.write_token(check_mode=True)
+        if p["auth"] and self.token() is None and not self.module.check_mode:
+            self.fail("auth is on but the token file %s is missing on this node" % p["auth_token_file"])
+        env = self.node_env(plan)
+        env_all = dict(self.file_env(), **env)
+        digest = self.config_hash(plan, env_all)
+        procs = self.ray_processes()
+        raylet = ray_procs.find_daemon(procs, "raylet")
+        record = self.recorded()
+        result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
+        if p["role"] == "head":
+            result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
+        if raylet and record.get("config_hash") == digest and self.supervised_ok():
+            # Same token (it is in the digest), only the file differs (mode, trailing newline).
+            if token_file_changed and not self.module.check_mode:
+                self.write_token(check_mode=False)
+            return dict(result, changed=token_file_changed, pid=raylet["pid"])
+        if raylet or procs:
+            if not p["restart_on_change"]:
+                why = "with a different configuration" if record else "but was not started by raygate"
+                self.warnings.append(
+                    "Ray is already running on this node %s; leaving it (set restart_on_change: true to restart)" % why
+                )
+                return dict(result, changed=False, pid=raylet["pid"] if raylet else None)
+            result["restarted"] = True
+            if not self.module.check_mode:
+                self.stop(plan, procs)
+        else:
+            self.check_ports_free(plan)
+        if self.module.check_mode:
+            return dict(result, changed=True)
+        supported = self.supported_flags()
+        args, dropped = self.start_args(plan, supported)
+        if dropped:
+            self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
+        self.write_token(check_mode=False)
+        self.write_config(env, args)
+        pid = self.launch(args, env_all)
+        if p["role"] == "head":
+            if p["head_wait"] == "dashboard":
+                self.wait_head(result["dashboard_url"])
+            else:
+                self.wait_gcs(plan)
+        record = {"config_hash": digest, "role": p["role"], "pid": pid, "started_at": time.time()}
+        write_file(self.state_path, json.dumps(record, sort_keys=True) + "\n", mode=0o644)
+        return dict(result, changed=True, pid=pid, command=args, dropped_ports=dropped)
+
+    def token(self):
+        """The token the node is to use: the given one, else the token file's content (None if neither)."""
+        if self.p["auth_token"] is not None:
+            return self.p["auth_token"].strip() + "\n"
+        return read_text(self.p["auth_token_file"])
+
+    def write_token(self, check_mode):
+        """Write the given token to the token file (0600); True when it changed. Never diffed."""
+        if not self.p["auth"] or self.p["auth_token"] is None:
+            return False
+        return write_file(self.p["auth_token_file"], self.token(), mode=0o600, check_mode=check_mode)[0]
+
+    def head_ip(self):
+        return self.p["node_ip"] if self.p["role"] == "head" else self.p["head_ip"]
+
+    def supervised_ok(self):
+        if self.p["supervisor"] != "systemd":
+            return True
+        rc, out, err = self.run(["systemctl", "is-active", self.p["unit_name"]])
+        return out.strip() == "active"
+
+    def write_config(self, env, args):
+        changed, diff = write_file(self.env_path, render_env(env, header="Managed by raygate: Ray node environment."))
+        self.diff = diff
+        if self.p["labels"]:
+            write_file(self.labels_path, json.dumps(self.p["labels"], sort_keys=True, indent=2) + "\n")
+        if self.p["supervisor"] == "systemd":
+            unit = render_unit(self.p["role"], args, [self.env_path] + list(self.p["env_files"]))
+            write_file(self.unit_path, unit)
+
+    def launch(self, args, env):
+        os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
+        if self.p["supervisor"] == "systemd":
+            for cmd in (["daemon-reload"], ["enable", self.p["unit_name"]], ["restart", self.p["unit_name"]]):
+                rc, out, err = self.run(["systemctl"] + cmd)
+                if rc != 0:
+                    self.fail("systemctl %s failed: %s" % (" ".join(cmd), (err or out).strip()))
+        else:
+            log = os.path.join(self.p["state_dir"], "ray-start.log")
+            rc, out, err = self.run(args, env=env, output_file=log, cwd="/")
+            if rc != 0:
+                self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
+        ok, raylet, elapsed = wait_for(self._raylet_up, timeout=self.p["start_timeout"], interval=0.5)
+        if not ok:
+            self.fail("Ray started but no raylet process appeared within %ss" % self.p["start_timeout"])
+        return raylet["pid"]
+
+    def wait_gcs(self, plan):
+        address = (self.p["node_ip"], int(plan["gcs"]))
+
+        def listening():
+            try:
+                socket.create_connection(address, timeout=2).close()
+                return True, None
+            except OSError as exc:
+                return False, str(exc)
+
+        ok, last, elapsed = wait_for(listening, timeout=self.p["start_timeout"], interval=0.2)
+        if not ok:
+            self.fail(
+                "the head's GCS did not accept connections on %s:%s within %ss (last error: %s)"
+                % (address[0], address[1], self.p["start_timeout"], last)
+            )
+
+    def _raylet_up(self):
+        raylet = ray_procs.find_daemon(self.ray_processes(), "raylet")
+        return raylet is not None, raylet
+
+    def wait_head(self, dashboard_url):
+        url = dashboard_url + "/api/gcs_healthz"
+
+        def healthy():
+            try:
+                resp = open_url(url, timeout=5, validate_certs=False)
+                return resp.getcode() == 200, None
+            except Exception as exc:  # any failure means "not yet": keep polling
+                return False, str(exc)
+
+        ok, last, elapsed = wait_for(healthy, timeout=self.p["start_timeout"], interval=0.5)
+        if not ok:
+            self.fail("the head did not answer %s within %ss (last error: %s)" % (url, self.p["start_timeout"], last))
+
+    def stop(self, plan, procs=None):
+        """Graceful, then forced, then kill what is left; returns what ran before."""
+        procs = self.ray_processes() if procs is None else procs
+        if self.p["supervisor"] == "systemd" and os.path.exists(self.unit_path):
+            self.run(["systemctl", "stop", self.p["unit_name"]], timeout=120)
+        if procs:
+            self.terminate()
+        self.kill_leftovers()
+        return ray_procs.summarize(procs)
+
+    def terminate(self):
+        """What `ray stop --grace-period` does, without its seconds of Python start-up.
+
+        Three rounds, in Ray's own order: the raylet (its workers and agents follow it), then
+        every other Ray process, then the GCS last (it lingers while clients are connected).
+        Each round sends SIGTERM, waits up to a third of stop_grace, and kills what is left.
+        """
+        rounds = (
+            lambda p: p["comm"] == "raylet",
+            lambda p: p["comm"] not in ("raylet", "gcs_server"),
+            lambda p: p["comm"] == "gcs_server",
+        )
+        for in_round in rounds:
+            targets = [p["pid"] for p in self.ray_processes() if in_round(p)]
+            if targets:
+                self.signal_and_wait(targets, self.p["stop_grace"] / 3.0)
+
+    def signal_and_wait(self, pids, grace):
+        send_signal(pids, signal.SIGTERM)
+
+        def exited():
+            alive = {p["pid"] for p in self.ray_processes()}
+            left = [pid for pid in pids if pid in alive]
+            return not left, left
+
+        left = wait_for(exited, timeout=grace, interval=0.1)[1]
+        send_signal(left, signal.SIGKILL)
+
+    def kill_leftovers(self):
+        def gone():
+            left = self.ray_processes()
+            send_signal([proc["pid"] for proc in left], signal.SIGKILL)
+            return not left, left
+
+        wait_for(gone, timeout=30, interval=0.2)
+
+    def leftovers(self, plan):
+        gpu = []
+        smi = self.runner.which("nvidia-smi")
+        if smi:
+            rc, out, err = self.run([smi, "--query-compute-apps=pid,process_name", "--format=csv,noheader"])
+            gpu = [line.strip() for line in out.splitlines() if line.strip()] if rc == 0 else []
+        ports = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
+        return {
+            "processes": ray_procs.summarize(self.ray_processes()),
+            "ports": [pp.describe_listener(port, owners) for port, owners in sorted(ports.items())],
+            "gpu_processes": gpu,
+        }
+
+    def remove_empty_dirs(self):
+        for directory in (self.p["config_dir"], self.p["state_dir"]):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass  # absent, or holds files raygate did not write: leave it
+
+    def stopped(self, purge_files):
+        plan = self.plan()
+        procs = self.ray_processes()
+        unit_active = False
+        if self.p["supervisor"] == "systemd" and os.path.exists(self.unit_path):
+            unit_active = not self.module.check_mode and self.supervised_ok()
+        removable = [self.state_path]
+        if purge_files:
+            removable += [self.env_path, self.labels_path, os.path.join(self.p["state_dir"], "ray-start.log")]
+            removable += list(self.p["extra_files"])
+            removable.append(self.p["auth_token_file"])
+            if self.p["supervisor"] == "systemd":
+                removable.append(self.unit_path)
+        removable = [path for path in removable if os.path.lexists(path)]
+        changed = bool(procs) or unit_active or bool(removable)
+        result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
+        if self.module.check_mode:
+            return dict(result, leftovers={"processes": [], "ports": [], "gpu_processes": []})
+        if procs or unit_active:
+            self.stop(plan, procs)
+        if self.p["supervisor"] == "systemd" and self.unit_path in removable:
+            self.run(["systemctl", "disable", self.p["unit_name"]])
+        for path in removable:
+            os.unlink(path)
+        if purge_files:
+            self.remove_empty_dirs()
+        if self.p["supervisor"] == "systemd" and self.unit_path in removable:
+            self.run(["systemctl", "daemon-reload"])
+        left = self.leftovers(plan)
+        if any(left.values()):
+            self.fail("Ray is not fully stopped on this node: %s" % json.dumps(left), leftovers=left, **result)
+        return dict(result, leftovers=left)
+
+
+ARGUMENT_SPEC = dict(
+    role=dict(type="str", choices=["head", "worker"], required=True),
+    state=dict(type="str", choices=["started", "stopped", "absent"], default="started"),
+    node_ip=dict(type="str"),
+    head_ip=dict(type="str"),
+    venv=dict(type="path", default="/opt/raygate/current"),
+    ports=dict(type="dict", default={}),
+    port_offset=dict(type="int", default=0),
+    min_worker_ports=dict(type="int", default=64),
+    num_cpus=dict(type="int"),
+    num_gpus=dict(type="int"),
+    memory=dict(type="int"),
+    object_store_memory=dict(type="int"),
+    resources=dict(type="dict", default={}),
+    labels=dict(type="dict", default={}),
+    temp_dir=dict(type="path"),
+    dashboard_host=dict(type="str"),
+    auth=dict(type="bool", default=True),
+    auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
+    env_files=dict(type="list", elements="path", default=["/etc/raygate/nccl.env"]),
+    env=dict(type="dict", default={}),
+    config_dir=dict(type="path", default="/etc/raygate"),
+    state_dir=dict(type="path", default="/run/raygate"),
+    extra_files=dict(type="list", elements="path", default=[]),
+    supervisor=dict(type="str", choices=["process", "systemd"], default="process"),
+    unit_name=dict(type="str", default="raygate-ray"),
+    unit_dir=dict(type="path", default="/etc/systemd/system"),
+    restart_on_change=dict(type="bool", default=False),
+    python_version_match_level=dict(type="str", choices=["patch", "minor"], default="patch"),
+    stop_grace=dict(type="int", default=10),
+    start_timeout=dict(type="int", default=180),
+    head_wait=dict(type="str", choices=["gcs", "dashboard"], default="dashboard"),
+    auth_token=dict(type="str", no_log=True),
+)
+
+
+def run(module):
+    """Start or stop the node as ``module.params`` say; ends with ``module.exit_json`` or ``module.fail_json``."""
+    node = Node(module)
+    state = module.params["state"]
+    if state == "started":
+        result = node.started()
+    else:
+        result = node.stopped(purge_files=state == "absent")
+    if module._diff:
+        result["diff"] = node.diff
+    for warning in node.warnings:
+        module.warn(warning)
+    result["would_change"] = bool(result.get("changed"))
+    module.exit_json(**result)

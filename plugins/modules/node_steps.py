@@ -1,0 +1,255 @@
+#!/usr/bin/python
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_steps
+short_description: Run several raygate steps on one node in one call
+version_added: 0.3.0
+description:
+  - Runs the work of M(raygate.cluster.ray_install), M(raygate.cluster.ray_node),
+    M(raygate.cluster.nccl_env) and M(raygate.cluster.ray_firewall) in one module call, so a
+    node pays for one round trip and one Python start instead of one per module.
+  - Each step gets the options of its module in a dict and behaves exactly as that module
+    does with the same options; its result is returned under the step's name in RV(step_results).
+  - Steps that are not given do not run; the given ones run in the order of O(order).
+  - All input problems (a step missing from O(order), a token inside O(ray_node)) fail the
+    task before any step runs. A step's own options are validated when its turn comes.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode every step runs in check mode, exactly as its module does.
+  diff_mode:
+    support: partial
+    details:
+      - RV(diff) is the list of the steps' diffs, each as its module gives it
+        (M(raygate.cluster.ray_install) has none, M(raygate.cluster.ray_node) a partial one).
+options:
+  ray_install:
+    description:
+      - The options of M(raygate.cluster.ray_install), validated exactly as that module validates
+        them (defaults applied, types coerced; unknown and missing options fail naming the step).
+      - Omitted or null, the step does not run.
+    type: dict
+  ray_node:
+    description:
+      - The options of M(raygate.cluster.ray_node), validated exactly as that module validates
+        them (defaults applied, types coerced; unknown and missing options fail naming the step).
+      - Omitted or null, the step does not run.
+      - Must not contain C(auth_token); give the token as this module's own O(auth_token) option instead,
+        which is masked in logs.
+    type: dict
+  nccl_env:
+    description:
+      - The options of M(raygate.cluster.nccl_env), validated exactly as that module validates
+        them (defaults applied, types coerced; unknown and missing options fail naming the step).
+      - Omitted or null, the step does not run.
+    type: dict
+  ray_firewall:
+    description:
+      - The options of M(raygate.cluster.ray_firewall), validated exactly as that module
+        validates them (defaults applied, types coerced; unknown and missing options fail naming
+        the step).
+      - Omitted or null, the step does not run.
+    type: dict
+  order:
+    description:
+      - The order in which the given steps run. Every given step must be listed; listed steps
+        that are not given are skipped. A name may appear once.
+    type: list
+    elements: str
+    choices: [ray_install, ray_node, nccl_env, ray_firewall]
+    default: [ray_install, ray_node, nccl_env, ray_firewall]
+  auth_token:
+    description:
+      - The cluster's auth token, passed to the O(ray_node) step as its C(auth_token) option.
+        Ignored when O(ray_node) is not given.
+      - It is a separate option because a value nested in the free-form O(ray_node) dict would
+        not be masked in the node's log; this one is never shown in output, logs or diffs.
+    type: str
+  continue_on_failure:
+    description:
+      - V(false) stops at the first step that fails.
+      - V(true) runs every step, then fails when any of them failed, naming all of them. Meant
+        for a read-only preflight (check mode) that should report every problem at once.
+    type: bool
+    default: false
+seealso:
+  - module: raygate.cluster.ray_install
+  - module: raygate.cluster.ray_node
+  - module: raygate.cluster.nccl_env
+  - module: raygate.cluster.ray_firewall
+"""
+
+EXAMPLES = r"""
+- name: Preflight - report what would change and every invalid input, in one call per node
+  raygate.cluster.node_steps:
+    continue_on_failure: true
+    auth_token: "{{ raygate_auth_token }}"
+    ray_install:
+      version: 2.60.0
+      wheelhouse: /srv/raygate/wheelhouse
+    ray_node:
+      role: worker
+      node_ip: 10.0.0.2
+      head_ip: 10.0.0.1
+      num_cpus: 96
+      num_gpus: 8
+      memory: 800000000000
+    nccl_env:
+      node_ip: 10.0.0.2
+    ray_firewall:
+      role: worker
+      sources: [10.0.0.0/24]
+  check_mode: true
+  register: preflight
+
+- name: Tear down a worker - stop Ray, close its ports, remove the NCCL environment
+  raygate.cluster.node_steps:
+    order: [ray_node, ray_firewall, nccl_env]
+    ray_node:
+      role: worker
+      state: absent
+    ray_firewall:
+      state: absent
+    nccl_env:
+      state: absent
+"""
+
+RETURN = r"""
+would_change:
+  description: Whether any step changed (or, in check mode, would change) something; kept when C(changed_when) hides it.
+  returned: always
+  type: bool
+  sample: false
+steps:
+  description: The steps that ran, in the order they ran (a failed one included).
+  returned: always
+  type: list
+  elements: str
+  sample: [ray_install, ray_node, nccl_env, ray_firewall]
+step_results:
+  description:
+    - Step name to that step's result, exactly what its module returns (C(changed) included).
+    - Not named C(results), which Ansible reserves for loops (it renames a C(results) that is not a list).
+    - A failed step's entry has C(failed=true), its C(msg) and the other keys its module returns on failure.
+  returned: always
+  type: dict
+  sample:
+    ray_install: {changed: false, would_change: false, installed: false, venv: /opt/raygate/ray-2.60.0-py3.11}
+    ray_node: {changed: false, would_change: false, pid: 4242, restarted: false}
+failed_step:
+  description:
+    - The step that failed, or with O(continue_on_failure=true) the list of every failed step.
+  returned: on failure
+  type: raw
+  sample: ray_node
+diff:
+  description: The steps' diffs, in step order; a diff without a header gets the step's name as header.
+  returned: in diff mode
+  type: list
+  elements: dict
+  sample: [{before: "", after: "NCCL_SOCKET_IFNAME==eth0", before_header: /etc/raygate/nccl.env}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.raygate.cluster.plugins.module_utils import env_step, firewall_step, install_step, node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepFailed, run_step
+
+STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}
+ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
+
+ARGUMENT_SPEC = dict(
+    ray_install=dict(type="dict"),
+    ray_node=dict(type="dict"),
+    nccl_env=dict(type="dict"),
+    ray_firewall=dict(type="dict"),
+    order=dict(type="list", elements="str", choices=ORDER, default=list(ORDER)),
+    auth_token=dict(type="str", no_log=True),
+    continue_on_failure=dict(type="bool", default=False),
+)
+
+
+def input_problems(params):
+    """What is wrong with the module's own options, before any step runs."""
+    order = params["order"]
+    problems = ["order lists %s more than once" % name for name in ORDER if order.count(name) > 1]
+    missing = [name for name in ORDER if params[name] is not None and name not in order]
+    if missing:
+        problems.append("%s given but not in order (%s)" % (", ".join(missing), ", ".join(order)))
+    if params["ray_node"] is not None and "auth_token" in params["ray_node"]:
+        problems.append(
+            "ray_node must not contain auth_token: a value nested in ray_node is not masked in the node's log; "
+            "give the token as the auth_token option of node_steps"
+        )
+    return problems
+
+
+def step_args(params, name):
+    args = dict(params[name])
+    if name == "ray_node" and params["auth_token"] is not None:
+        args["auth_token"] = params["auth_token"]
+    return args
+
+
+def step_diffs(name, result):
+    """The step's diff(s) as a list, each with a header naming the step where it has none."""
+    diff = result.get("diff")
+    if not diff:
+        return []
+    diffs = []
+    for item in diff if isinstance(diff, list) else [diff]:
+        item = dict(item)
+        item.setdefault("before_header", name)
+        item.setdefault("after_header", name)
+        diffs.append(item)
+    return diffs
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    problems = input_problems(params)
+    nested = (params["ray_node"] or {}).get("auth_token")
+    if nested:
+        module.no_log_values.add(str(nested))  # too late for the node's log, but not shown in the result
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+    ran, results, failures, diffs = [], {}, [], []
+    for name in params["order"]:
+        if params[name] is None:
+            continue
+        ran.append(name)
+        try:
+            results[name] = run_step(module, name, STEPS[name], step_args(params, name), module.check_mode)
+        except StepFailed as exc:
+            results[name] = exc.result
+            failures.append(exc)
+            if not params["continue_on_failure"]:
+                break
+            continue
+        diffs += step_diffs(name, results[name])
+    summary = dict(
+        changed=any(r.get("changed") for r in results.values()),
+        would_change=any(r.get("would_change", r.get("changed")) for r in results.values()),
+        steps=ran,
+        step_results=results,
+    )
+    if module._diff:
+        summary["diff"] = diffs
+    if failures:
+        failed = [f.step for f in failures] if params["continue_on_failure"] else failures[0].step
+        module.fail_json(msg="; ".join(str(f) for f in failures), failed_step=failed, **summary)
+    module.exit_json(**summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,7 +39,9 @@ def render_unit(role, command, env_files, description=None):
 
     No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
     KillMode=mixed then SIGKILLs whatever is left after the timeout. ``ray start --block``
-    exits 1 when it is told to stop, hence SuccessExitStatus=1.
+    exits 1 when it is told to stop, hence SuccessExitStatus=1. That same exit 1 is what it
+    does when its raylet dies, so Restart=on-failure would leave a dead node down: Restart=always
+    (a stop through systemctl is never restarted).
     """
     lines = [
         "# Managed by raygate.cluster.ray_node: local changes are overwritten.",
@@ -56,7 +58,7 @@ def render_unit(role, command, env_files, description=None):
         "ExecStart=%s" % " ".join(_systemd_quote(a) for a in command + ["--block"]),
         "KillMode=mixed",
         "SuccessExitStatus=1",
-        "Restart=on-failure",
+        "Restart=always",
         "RestartSec=5",
         "TimeoutStopSec=60",
         "LimitNOFILE=1048576",
@@ -403,6 +405,45 @@ class Node:
         left = wait_for(exited, timeout=grace, interval=0.1)[1]
         send_signal(left, signal.SIGKILL)
 
+    def drain(self, plan, raylet):
+        """Ask the GCS to drain this worker (``ray drain-node``, preemption with a deadline of
+        drain_timeout), then wait for its raylet to exit: Ray ends a drained raylet once its tasks
+        are done. A Ray without drain-node is stopped undrained, with a warning; a refused drain
+        fails before anything stops."""
+        node_id = raylet["flags"].get("node_id")
+        if not node_id:
+            self.warnings.append("the raylet (pid %s) shows no node id; stopped without draining" % raylet["pid"])
+            return {"drained": False}
+        env = dict(self.file_env(), **self.node_env(plan))
+        args = [
+            self.ray, "drain-node", "--address", "%s:%s" % (self.head_ip(), plan["gcs"]),
+            "--node-id", node_id, "--reason", "DRAIN_NODE_REASON_PREEMPTION",
+            "--reason-message", "raygate: node %s leaves the cluster" % self.p["node_ip"],
+            "--deadline-remaining-seconds", str(self.p["drain_timeout"]),
+        ]  # fmt: skip
+        started = time.monotonic()
+        rc, out, err = self.run(args, env=env, timeout=120)
+        if rc != 0:
+            text = (err or out).strip()
+            if "No such command" in text:
+                self.warnings.append("the installed Ray has no drain-node; stopped without draining")
+                return {"drained": False}
+            self.fail(
+                "Ray refused to drain this node (%s); nothing was stopped. Set drain: false to stop it "
+                "without draining" % text[-600:]
+            )
+
+        def raylet_gone():
+            alive = {p["pid"] for p in self.ray_processes()}
+            return raylet["pid"] not in alive, None
+
+        done = wait_for(raylet_gone, timeout=self.p["drain_timeout"], interval=0.2)[0]
+        if not done:
+            self.warnings.append(
+                "the node still ran tasks after drain_timeout (%ss); stopping it anyway" % self.p["drain_timeout"]
+            )
+        return {"drained": True, "drain_seconds": round(time.monotonic() - started, 1), "drain_timed_out": not done}
+
     def kill_leftovers(self):
         def gone():
             left = self.ray_processes()
@@ -447,8 +488,16 @@ class Node:
         removable = [path for path in removable if os.path.lexists(path)]
         changed = bool(procs) or unit_active or bool(removable)
         result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
+        raylet = ray_procs.find_daemon(procs, "raylet")
+        if self.p["drain"] and self.p["role"] == "head":
+            self.fail("drain is for workers: the head holds the GCS, and stopping it stops the whole cluster")
+        result["drained"] = False
         if self.module.check_mode:
+            result["drained"] = bool(self.p["drain"] and raylet)
             return dict(result, leftovers={"processes": [], "ports": [], "gpu_processes": []})
+        if self.p["drain"] and raylet:
+            result.update(self.drain(plan, raylet))
+            procs = self.ray_processes()
         if procs or unit_active:
             self.stop(plan, procs)
         if self.p["supervisor"] == "systemd" and self.unit_path in removable:
@@ -498,6 +547,8 @@ ARGUMENT_SPEC = dict(
     start_timeout=dict(type="int", default=180),
     head_wait=dict(type="str", choices=["gcs", "dashboard"], default="dashboard"),
     auth_token=dict(type="str", no_log=True),
+    drain=dict(type="bool", default=False),
+    drain_timeout=dict(type="int", default=600),
 )
 
 

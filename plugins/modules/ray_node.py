@@ -182,6 +182,19 @@ options:
         O(auth_token_file) with mode 0600 before Ray starts, so no separate copy task is needed.
         Never shown in output or diffs.
     type: str
+  drain:
+    description:
+      - With O(state=stopped) or O(state=absent) on a worker, first ask Ray to drain the node
+        (C(ray drain-node), reason preemption, deadline O(drain_timeout)) and wait until its raylet
+        exits, which Ray does once the node's tasks are done; then stop what is left.
+      - A Ray without C(drain-node) is stopped without draining, with a warning. A drain that Ray
+        refuses fails the task before anything stops. Refused for the head.
+    type: bool
+    default: false
+  drain_timeout:
+    description: Seconds a draining worker may keep running its tasks; then it is stopped anyway.
+    type: int
+    default: 600
 """
 
 EXAMPLES = r"""
@@ -258,6 +271,21 @@ stopped:
   type: list
   elements: str
   sample: ["/opt/raygate/ray-2.60.0-py3.11/lib/.../raylet --node-ip-address=10.0.0.2 ... (pid 4242)"]
+drained:
+  description: Whether the node was drained through Ray before it stopped (in check mode, whether it would be).
+  returned: when state is stopped or absent
+  type: bool
+  sample: true
+drain_seconds:
+  description: Seconds from the drain request until the raylet had exited.
+  returned: when the node was drained
+  type: float
+  sample: 1.2
+drain_timed_out:
+  description: Whether the node still ran tasks at O(drain_timeout) and was stopped anyway.
+  returned: when the node was drained
+  type: bool
+  sample: false
 removed:
   description: Files removed by O(state=absent).
   returned: when state is absent

@@ -186,6 +186,8 @@ def render(tmp_path):
 def test_unit_shape(tmp_path):
     unit = render(tmp_path)
     assert "KillMode=mixed" in unit and "SuccessExitStatus=1" in unit
+    # `ray start --block` exits 1 when its raylet dies too: only Restart=always brings the node back.
+    assert "Restart=always" in unit and "Restart=on-failure" not in unit
     assert "ExecStop" not in unit
     assert "EnvironmentFile=-/etc/raygate/nccl.env" in unit
     exec_line = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
@@ -324,3 +326,93 @@ def test_stop_terminates_raylet_then_the_rest_then_the_gcs(tmp_path, monkeypatch
              monkeypatch)  # fmt: skip
     assert [name for name, sig in sent] == ["raylet", "python", "gcs_server"]
     assert all(sig == node_step.signal.SIGTERM for name, sig in sent)
+
+
+def worker_with_raylet(monkeypatch, on_kill=None):
+    """A worker whose raylet (node id abc123) and agent run; the raylet exits after a drain when
+    ``exit_on_drain`` is set. Returns the dict of alive processes and the list of signals sent."""
+    alive = {2: "raylet", 3: "python"}
+    sent = []
+
+    def procs(**kwargs):
+        return [
+            {"pid": pid, "comm": comm, "argv": [comm, "--node_id=abc123"] if comm == "raylet" else [comm]}
+            for pid, comm in sorted(alive.items())
+        ]
+
+    def kill(pid, sig):
+        sent.append((alive.get(pid), sig))
+        alive.pop(pid, None)
+
+    monkeypatch.setattr(ray_procs, "ray_processes", procs)
+    monkeypatch.setattr(node_step.os, "kill", kill)
+    monkeypatch.setattr(
+        node_step.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
+    )
+    return alive, sent
+
+
+def drain_args(tmp_path, **over):
+    fake_venv(tmp_path)
+    args = base_args(tmp_path, role="worker", state="stopped", drain=True, drain_timeout=30)
+    args.update(over)
+    return args
+
+
+def test_drain_asks_ray_then_waits_for_the_raylet_to_exit(tmp_path, monkeypatch):
+    alive, sent = worker_with_raylet(monkeypatch)
+    calls = []
+
+    def fake_run(self, args, **kw):
+        calls.append(args)
+        alive.pop(2, None)  # Ray ends a drained, idle raylet by itself
+        return 0, "", ""
+
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    result = run_case({"args": drain_args(tmp_path), "expect": {"changed": True, "drained": True}}, ray_node.main,
+                      tmp_path, monkeypatch)  # fmt: skip
+    assert len(calls) == 1
+    args = calls[0]
+    assert args[1] == "drain-node"
+    assert args[args.index("--node-id") + 1] == "abc123"
+    assert args[args.index("--address") + 1] == "198.18.0.11:6379"
+    assert args[args.index("--reason") + 1] == "DRAIN_NODE_REASON_PREEMPTION"
+    assert args[args.index("--deadline-remaining-seconds") + 1] == "30"
+    # The raylet left by itself: only the agent was signalled.
+    assert [name for name, sig in sent] == ["python"]
+    assert result["drain_timed_out"] is False
+
+
+def test_refused_drain_fails_before_anything_stops(tmp_path, monkeypatch):
+    alive, sent = worker_with_raylet(monkeypatch)
+    monkeypatch.setattr(
+        node_step.Node, "run", lambda self, args, **kw: (1, "", "The drain request is not accepted: node is busy")
+    )
+    run_case({"args": drain_args(tmp_path), "expect": {"failed": True, "msg_contains": "refused to drain"}},
+             ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    assert sent == [] and sorted(alive) == [2, 3]
+
+
+def test_ray_without_drain_node_is_stopped_with_a_warning(tmp_path, monkeypatch):
+    alive, sent = worker_with_raylet(monkeypatch)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (2, "", "Error: No such command 'drain-node'."))
+    case = {"args": drain_args(tmp_path), "expect": {"changed": True, "drained": False},
+            "warnings_contain": ["no drain-node"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert [name for name, sig in sent] == ["raylet", "python"]
+
+
+def test_drain_is_refused_for_the_head(tmp_path, monkeypatch):
+    alive, sent = worker_with_raylet(monkeypatch)
+    args = drain_args(tmp_path, role="head")
+    run_case({"args": args, "expect": {"failed": True, "msg_contains": "drain is for workers"}}, ray_node.main,
+             tmp_path, monkeypatch)  # fmt: skip
+    assert sent == []
+
+
+def test_drain_in_check_mode_only_predicts(tmp_path, monkeypatch):
+    alive, sent = worker_with_raylet(monkeypatch)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: pytest.fail("ran %s in check mode" % args))
+    run_case({"args": drain_args(tmp_path), "check_mode": True, "expect": {"changed": True, "drained": True}},
+             ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    assert sent == []

@@ -8,13 +8,15 @@ PYTHON ?= /usr/bin/python3
 VENV := .venv
 BIN := $(VENV)/bin
 RAY_VERSION ?= 2.60.0
+# The version the upgrade tests start from (tests/day2 installs it, then upgrades to RAY_VERSION).
+RAY_PREV_VERSION ?= 2.59.0
 UV_VERSION ?= 0.13.9
 WHEELHOUSE ?= /srv/raygate/wheelhouse
 SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report
+MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report node_steps
 FILTERS := port_plan plan_ports version_mismatch_table
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/$(COLLECTIONS)
@@ -50,6 +52,12 @@ $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp: .build/apt.stamp
 	mkdir -p $(WHEELHOUSE)
 	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELHOUSE) \
 	  "ray[default]==$(RAY_VERSION)" "uv==$(UV_VERSION)"
+	touch $@
+
+$(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp: .build/apt.stamp
+	mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELHOUSE) \
+	  "ray[default]==$(RAY_PREV_VERSION)"
 	touch $@
 
 .PHONY: wheelhouse
@@ -105,8 +113,13 @@ fast: lint units sanity  ## the inner loop: lint, units, sanity
 
 .PHONY: integration
 integration: bootstrap wheelhouse  ## sandbox harness tests and molecule scenarios (root)
-	$(BIN)/pytest -q tests/sandbox tests/integration
+	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2
 	cd $(CURDIR) && $(BIN)/molecule test --all
+
+# Not yet in `make test`: with it CI would pass its 30 minutes on 2 cores (see the issue notes).
+.PHONY: day2
+day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-2 scenarios on a 4-node sandbox: upgrade, scale, remove_node, re-check (root, ~6 min)
+	$(BIN)/pytest -q tests/integration/day2
 
 .PHONY: test
 test: fast integration  ## everything CI runs

@@ -1,0 +1,256 @@
+"""Day-2 scenarios on one real 4-node sandbox cluster, in order (each starts from the state the
+previous one left): upgrade (no-op, bad version, injected start failure with rollback, the real
+upgrade), scale 3 -> 4, remove_node (head refused, worker drained), scale back with --limit, and
+a health re-check that evicts a worker with an injected Xid.
+
+Run on its own (`pytest tests/integration/day2`): it owns the sandbox while it runs.
+"""
+
+import json
+import os
+import re
+
+import pytest
+from conftest import ROOT, SANDBOX, needs_root, node, run
+
+pytestmark = needs_root
+
+PREV = os.environ.get("RAYGATE_PREV_RAY_VERSION", "2.59.0")
+NEW = "2.60.0"
+NODES = {1: "198.18.0.11", 2: "198.18.0.12", 3: "198.18.0.13", 4: "198.18.0.14"}
+HOSTS_3 = """---
+ray_cluster:
+  children:
+    ray_head:
+      hosts:
+        node1: {ansible_host: 198.18.0.11}
+    ray_workers:
+      hosts:
+        node2: {ansible_host: 198.18.0.12}
+        node3: {ansible_host: 198.18.0.13}
+"""
+HOSTS_4 = (
+    HOSTS_3
+    + """        node4: {ansible_host: 198.18.0.14}
+new:
+  hosts:
+    node4:
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def day2(tmp_path_factory):
+    """4 sandbox nodes and two inventories sharing one token: 3 nodes, and 4 with node4 'new'."""
+    if not any(name.startswith("ray-%s-" % PREV) or name.startswith("ray-%s-" % PREV.replace(".", "_"))
+               for name in os.listdir("/srv/raygate/wheelhouse")):  # fmt: skip
+        pytest.fail("the wheelhouse lacks Ray %s: run make wheelhouse" % PREV)
+    rc, out = run([SANDBOX, "up", "4"], timeout=300)
+    assert rc == 0, out
+    base = tmp_path_factory.mktemp("day2")
+    inventories = {}
+    for name, hosts in (("three", HOSTS_3), ("four", HOSTS_4)):
+        inv = base / name
+        (inv / "group_vars" / "all").mkdir(parents=True)
+        os.symlink(
+            os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"),
+            inv / "group_vars" / "ray_cluster",
+        )
+        (inv / "hosts.yml").write_text(hosts)
+        (inv / "group_vars" / "all" / "day2.yml").write_text(
+            "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\nraygate_confirm: false\n"
+            % (base, base)
+        )
+        inventories[name] = str(inv)
+    yield {"inv": inventories, "base": base}
+    run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", inventories["four"],
+         os.path.join(ROOT, "teardown.yml")], timeout=600)  # fmt: skip
+    run([SANDBOX, "down"], timeout=300)
+
+
+def play(day2, name, *extra, inv="three"):
+    return run(
+        [
+            os.path.join(ROOT, ".venv", "bin", "ansible-playbook"),
+            "-i",
+            day2["inv"][inv],
+            os.path.join(ROOT, name),
+            *extra,
+        ],
+        timeout=1200,
+    )
+
+
+def raylets():
+    """{node index: (raylet pid, the venv it runs from)} for the nodes running a raylet."""
+    found = {}
+    for index in NODES:
+        rc, out = node(index, "for p in $(pgrep -x raylet); do echo $p $(readlink -f /proc/$p/exe); done")
+        for line in out.split("\n"):
+            match = re.match(r"(\d+) (/opt/raygate/ray-[^/]+)/", line.strip())
+            if match:
+                found[index] = (int(match.group(1)), os.path.basename(match.group(2)))
+    return found
+
+
+def alive_ips():
+    """The alive nodes' IPs as the head's state API lists them (with the cluster token)."""
+    rc, out = node(
+        1,
+        'curl -sf -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
+        "'http://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
+    )
+    assert "FAILED" not in out, out
+    nodes = json.loads(out)["data"]["result"]["result"]
+    return sorted(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
+
+
+def firewall_sources(index):
+    rc, out = node(index, "nft list table inet raygate 2>/dev/null")
+    return set(re.findall(r"198\.18\.0\.\d+", out))
+
+
+def recap(out):
+    return {
+        m.group(1): dict(re.findall(r"(\w+)=(\d+)", m.group(2))) for m in re.finditer(r"^(node\d) +: (.*)$", out, re.M)
+    }
+
+
+def test_bring_up_on_the_previous_version(day2):
+    rc, out = play(day2, "site.yml", "-e", "raygate_ray_version=" + PREV)
+    assert rc == 0, out[-4000:]
+    running = raylets()
+    assert sorted(running) == [1, 2, 3], running
+    assert {run_from for pid, run_from in running.values()} == {"ray-%s-py3.11" % PREV}
+    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
+
+
+def test_upgrade_to_the_running_version_changes_nothing(day2):
+    before = raylets()
+    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + PREV)
+    assert rc == 0, out[-4000:]
+    assert "already runs ray-%s" % PREV in out
+    assert all(int(r["changed"]) == 0 for r in recap(out).values()), out[-2000:]
+    assert raylets() == before
+
+
+def test_upgrade_to_a_version_that_does_not_exist_fails_before_any_stop(day2):
+    before = raylets()
+    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=2.99.0")
+    assert rc != 0
+    assert "2.99.0" in out and "wheelhouse" in out, out[-3000:]
+    assert raylets() == before
+    for index in (1, 2, 3):
+        rc, listing = node(index, "ls /opt/raygate")
+        assert "2.99.0" not in listing
+
+
+def test_upgrade_with_a_failing_start_rolls_back(day2):
+    # Stage the new version beside the old one (no downtime), then break it on node3.
+    before = raylets()
+    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + NEW, "-e", "raygate_upgrade_switch=false")
+    assert rc == 0, out[-4000:]
+    assert raylets() == before
+    broken = "/opt/raygate/ray-%s-py3.11/bin/ray" % NEW
+    rc, out = node(3, "mv %s %s.saved && printf '#!/bin/sh\\necho injected failure >&2\\nexit 3\\n' > %s && chmod +x %s"
+                   % (broken, broken, broken, broken))  # fmt: skip
+    assert rc == 0, out
+    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + NEW)
+    assert rc != 0
+    assert "rolled back" in out or "runs ray-%s-py3.11 again" % PREV in out, out[-4000:]
+    assert "node3" in out[-3000:]
+    running = raylets()
+    assert sorted(running) == [1, 2, 3], running
+    assert {run_from for pid, run_from in running.values()} == {"ray-%s-py3.11" % PREV}
+    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
+    for index in (1, 2, 3):
+        rc, target = node(index, "readlink /opt/raygate/current")
+        assert target.strip().endswith("ray-%s-py3.11" % PREV), (index, target)
+    node(3, "mv %s.saved %s" % (broken, broken))
+
+
+def test_upgrade_switches_every_node_and_reports_the_downtime(day2):
+    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + NEW)
+    assert rc == 0, out[-4000:]
+    assert re.search(r"Downtime: \d+\.\d s", out), out[-3000:]
+    running = raylets()
+    assert sorted(running) == [1, 2, 3], running
+    assert {run_from for pid, run_from in running.values()} == {"ray-%s-py3.11" % NEW}
+    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
+
+
+def test_scale_adds_a_node_without_restarting_the_members(day2):
+    before = raylets()
+    rc, out = play(day2, "scale.yml", inv="four")
+    assert rc == 0, out[-4000:]
+    after = raylets()
+    assert sorted(after) == [1, 2, 3, 4], after
+    assert all(after[i] == before[i] for i in (1, 2, 3)), (before, after)
+    assert after[4][1] == "ray-%s-py3.11" % NEW
+    assert alive_ips() == sorted(NODES.values())
+    for index in (1, 2, 3):
+        assert NODES[4] in firewall_sources(index), index
+
+
+def test_scale_of_a_member_changes_nothing(day2):
+    before = raylets()
+    rc, out = play(day2, "scale.yml", inv="four")
+    assert rc == 0, out[-4000:]
+    assert all(int(r["changed"]) == 0 for r in recap(out).values()), out[-3000:]
+    assert raylets() == before
+
+
+def test_remove_node_refuses_the_head(day2):
+    before = raylets()
+    rc, out = play(day2, "remove_node.yml", "-e", "raygate_remove=node1", inv="four")
+    assert rc != 0
+    assert "refusing to remove the head node1" in out, out[-3000:]
+    assert raylets() == before
+
+
+def test_remove_node_drains_and_closes_the_firewall(day2):
+    before = raylets()
+    rc, out = play(day2, "remove_node.yml", "-e", "raygate_remove=node3", inv="four")
+    assert rc == 0, out[-4000:]
+    assert "drained" in out, out[-3000:]
+    after = raylets()
+    assert 3 not in after
+    assert all(after[i] == before[i] for i in (1, 2, 4)), (before, after)
+    assert alive_ips() == [NODES[1], NODES[2], NODES[4]]
+    for index in (1, 2, 4):
+        assert NODES[3] not in firewall_sources(index), index
+    rc, leftover = node(3, "pgrep -a -f 'ray[:/]'; ls /etc/raygate 2>/dev/null; nft list tables")
+    assert "raygate" not in leftover and "ray::" not in leftover, leftover
+
+
+def test_scale_with_limit_brings_a_node_back(day2):
+    before = raylets()
+    rc, out = play(day2, "scale.yml", "--limit", "node3", inv="four")
+    assert rc == 0, out[-4000:]
+    after = raylets()
+    assert all(after[i] == before[i] for i in (1, 2, 4)), (before, after)
+    assert 3 in after
+    assert alive_ips() == sorted(NODES.values())
+    # The members outside the run (--limit) admit node3 again.
+    for index in (1, 2, 4):
+        assert NODES[3] in firewall_sources(index), index
+
+
+def test_recheck_evicts_a_worker_with_an_xid(day2):
+    scenario = day2["base"] / "xid.json"
+    scenario.write_text(
+        json.dumps({"gpu": {"model": "H100", "count": 8, "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}})
+    )
+    rc, out = run([SANDBOX, "scenario", "4", str(scenario)], timeout=120)
+    assert rc == 0, out
+    before = raylets()
+    rc, out = play(day2, "health.yml", "-e", "raygate_evict_unhealthy=true", inv="four")
+    assert rc == 0, out[-4000:]
+    after = raylets()
+    assert 4 not in after
+    assert all(after[i] == before[i] for i in (1, 2, 3)), (before, after)
+    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
+    reports = sorted((day2["base"] / "health").iterdir())
+    evicted = json.loads((reports[-1] / "evicted.json").read_text())
+    assert evicted["evicted"] == ["node4"]
+    assert any("Xid 79" in reason for reason in evicted["reasons"]["node4"]), evicted

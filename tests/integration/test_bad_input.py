@@ -1,6 +1,7 @@
 """Bad input stops site.yml before any node is changed, naming the host, the value and the fix."""
 
 import os
+import re
 
 from conftest import STATE, needs_root, node, playbook
 
@@ -26,7 +27,8 @@ def test_unknown_ray_version(pristine):
     rc, out = playbook("site.yml", "-e", "raygate_ray_version=2.99.0")
     assert rc != 0
     assert "Ray 2.99.0 for Python 3.11" in out and "is not in the wheelhouse" in out
-    assert "available: 2.60.0" in out
+    # The wheelhouse may hold other versions too (make day2 adds the one it upgrades from).
+    assert re.search(r"available: [0-9., ]*2\.60\.0", out), out[-3000:]
 
 
 def test_mixed_ray_versions_stop_on_the_controller(pristine, inventory_copy):

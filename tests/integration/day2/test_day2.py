@@ -62,9 +62,9 @@ def day2(tmp_path_factory):
             % (base, base)
         )
         inventories[name] = str(inv)
-    yield {"inv": inventories, "base": base}
-    run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", inventories["four"],
-         os.path.join(ROOT, "teardown.yml")], timeout=600)  # fmt: skip
+    state = {"inv": inventories, "base": base}
+    yield state
+    play(state, "teardown.yml", inv="four")
     run([SANDBOX, "down"], timeout=300)
 
 

@@ -104,3 +104,11 @@ def render_env(env, header=None):
             raise ValueError("not a valid environment variable name: %r" % key)
         lines.append("%s=%s" % (key, shlex.quote(str(env[key]))))
     return "\n".join(lines) + "\n"
+
+
+SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
+
+
+def systemd_booted():
+    """True when systemd runs as the init system (what sd_booted() checks)."""
+    return os.path.isdir(SYSTEMD_RUNTIME_DIR)

@@ -15,8 +15,8 @@ import time
 
 from ansible.module_utils.urls import open_url
 
+from ansible_collections.raygate.cluster.plugins.module_utils import files, ray_procs
 from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
-from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
@@ -34,7 +34,10 @@ def send_signal(pids, sig):
             pass
 
 
-def render_unit(role, command, env_files, description=None):
+UNIT_HASH_PREFIX = "# raygate-config-hash: "
+
+
+def render_unit(role, command, env_files, description=None, config_hash=None):
     """The systemd unit for a node: ``ray start --block`` as the main process.
 
     No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
@@ -42,9 +45,13 @@ def render_unit(role, command, env_files, description=None):
     exits 1 when it is told to stop, hence SuccessExitStatus=1. That same exit 1 is what it
     does when its raylet dies, so Restart=on-failure would leave a dead node down: Restart=always
     (a stop through systemctl is never restarted).
+
+    config_hash is kept in a comment: the unit outlives a reboot, the state file in /run does not.
     """
-    lines = [
-        "# Managed by raygate.cluster.ray_node: local changes are overwritten.",
+    lines = ["# Managed by raygate.cluster.ray_node: local changes are overwritten."]
+    if config_hash:
+        lines.append(UNIT_HASH_PREFIX + config_hash)
+    lines += [
         "[Unit]",
         "Description=%s" % (description or "Ray %s node (raygate)" % role),
         "Wants=network-online.target",
@@ -180,11 +187,18 @@ class Node:
         return ray_procs.ray_processes(session_roots=self.session_roots)
 
     def recorded(self):
+        """What raygate recorded when it started this node: the state file, or after a reboot
+        (the state dir is in /run) the configuration hash kept in the systemd unit."""
         text = read_text(self.state_path)
         try:
-            return json.loads(text) if text else {}
+            record = json.loads(text) if text else {}
         except ValueError:
-            return {}
+            record = {}
+        if not record and self.p["supervisor"] == "systemd":
+            for line in (read_text(self.unit_path) or "").splitlines():
+                if line.startswith(UNIT_HASH_PREFIX):
+                    record = {"config_hash": line[len(UNIT_HASH_PREFIX) :].strip(), "role": self.p["role"]}
+        return record
 
     def check_ports_free(self, plan):
         listeners = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
@@ -232,6 +246,11 @@ class Node:
             self.fail("node_ip is required to start a Ray node")
         if p["role"] == "worker" and not p["head_ip"]:
             self.fail("head_ip is required to start a worker")
+        if p["supervisor"] == "systemd" and not files.systemd_booted():
+            self.fail(
+                "supervisor is systemd but systemd is not the init system here (no %s); set supervisor (the role "
+                "variable raygate_supervisor) to process" % files.SYSTEMD_RUNTIME_DIR
+            )
         plan = self.plan()
         installed = os.access(self.ray, os.X_OK)
         if not installed and not self.module.check_mode:
@@ -255,7 +274,17 @@ class Node:
             if token_file_changed and not self.module.check_mode:
                 self.write_token(check_mode=False)
             return dict(result, changed=token_file_changed, pid=raylet["pid"])
-        if raylet or procs:
+        if procs and not raylet and p["role"] == "worker":
+            # A worker without a raylet is no member of the cluster (its raylet died, or a drain
+            # ended it): its leftover helpers only hold ports. Clear them and start it again.
+            self.warnings.append(
+                "no raylet runs on this worker, only leftover Ray processes (%s); stopping them and starting "
+                "the node again" % ", ".join(sorted({proc["comm"] for proc in procs}))
+            )
+            result["restarted"] = True
+            if not self.module.check_mode:
+                self.stop(plan, procs)
+        elif raylet or procs:
             if not p["restart_on_change"]:
                 why = "with a different configuration" if record else "but was not started by raygate"
                 self.warnings.append(
@@ -274,7 +303,7 @@ class Node:
         if dropped:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
         self.write_token(check_mode=False)
-        self.write_config(env, args)
+        self.write_config(env, args, digest)
         pid = self.launch(args, env_all)
         if p["role"] == "head":
             if p["head_wait"] == "dashboard":
@@ -306,13 +335,13 @@ class Node:
         rc, out, err = self.run(["systemctl", "is-active", self.p["unit_name"]])
         return out.strip() == "active"
 
-    def write_config(self, env, args):
+    def write_config(self, env, args, digest=None):
         changed, diff = write_file(self.env_path, render_env(env, header="Managed by raygate: Ray node environment."))
         self.diff = diff
         if self.p["labels"]:
             write_file(self.labels_path, json.dumps(self.p["labels"], sort_keys=True, indent=2) + "\n")
         if self.p["supervisor"] == "systemd":
-            unit = render_unit(self.p["role"], args, [self.env_path] + list(self.p["env_files"]))
+            unit = render_unit(self.p["role"], args, [self.env_path] + list(self.p["env_files"]), config_hash=digest)
             write_file(self.unit_path, unit)
 
     def launch(self, args, env):

@@ -416,3 +416,57 @@ def test_drain_in_check_mode_only_predicts(tmp_path, monkeypatch):
     run_case({"args": drain_args(tmp_path), "check_mode": True, "expect": {"changed": True, "drained": True}},
              ray_node.main, tmp_path, monkeypatch)  # fmt: skip
     assert sent == []
+
+
+def test_worker_without_a_raylet_is_cleared_and_started_again(tmp_path, monkeypatch):
+    # Its raylet died (or a drain ended it); the agent lingers and holds ports. Not a member:
+    # restarting it disturbs nothing, leaving it would keep the node out of the cluster.
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    alive.pop(2)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 77}))
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12")
+    case = {"args": args, "expect": {"changed": True, "restarted": True, "pid": 77},
+            "warnings_contain": ["no raylet runs on this worker"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert [name for name, sig in sent] == ["python"]
+
+
+def test_head_without_a_raylet_is_left_alone(tmp_path, monkeypatch):
+    # The head's GCS still serves the workers: restarting it would end the whole cluster.
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    alive.pop(2)
+    alive[1] = "gcs_server"
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    run_case({"args": base_args(tmp_path), "expect": {"changed": False, "restarted": False}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert sent == []
+
+
+def test_unit_keeps_the_config_hash_for_after_a_reboot(tmp_path, monkeypatch):
+    # /run/raygate is gone after a reboot; the unit (in /etc) says what raygate started, so a
+    # re-run finds the node as it left it and restarts nothing.
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", supervisor="systemd")
+    node = node_step.Node.__new__(node_step.Node)
+    node.p = {name: spec.get("default") for name, spec in node_step.ARGUMENT_SPEC.items()}
+    node.p.update(args)
+    node.state_path = str(tmp_path / "run" / node_step.STATE_FILE)
+    node.unit_path = str(tmp_path / "units" / "raygate-ray.service")
+    os.makedirs(tmp_path / "units")
+    with open(node.unit_path, "w") as unit:
+        unit.write(node_step.render_unit("worker", ["/x/ray", "start"], [], config_hash="0123abcd"))
+    assert node.recorded() == {"config_hash": "0123abcd", "role": "worker"}
+    node.p["supervisor"] = "process"
+    assert node.recorded() == {}
+
+
+def test_systemd_supervisor_without_systemd_fails_before_anything(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    monkeypatch.setattr(node_step.files, "systemd_booted", lambda: False)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: pytest.fail("ran %s" % args))
+    case = {"args": base_args(tmp_path, supervisor="systemd"), "expect": {"failed": True},
+            "expect_contains": {"msg": ["systemd is not the init system", "raygate_supervisor"]}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert not (tmp_path / "units").exists() and not (tmp_path / "etc").exists()

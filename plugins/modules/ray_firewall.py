@@ -136,6 +136,20 @@ options:
         it at boot (C(nft -f <file>)); it replaces the table atomically. Removed by O(state=absent).
     type: path
     default: /etc/raygate/firewall.nft
+  boot:
+    description:
+      - With nftables, also install and enable a systemd unit, C(<table>-firewall.service) in
+        O(unit_dir), that loads O(rules_file) at boot, early (before C(network-pre.target)) and
+        after Debian's C(nftables.service). Without it a rebooted node comes back with no
+        raygate table, so the plan ports are not governed until the next run.
+      - V(false) removes such a unit if raygate installed one. O(state=absent) always removes it.
+      - Needs systemd; firewalld and ufw keep their own rules across reboots and ignore it.
+    type: bool
+    default: false
+  unit_dir:
+    description: Where the boot unit of O(boot) is written.
+    type: path
+    default: /etc/systemd/system
 notes:
   - Nothing but raygate's own rules is ever changed. No default policy, no C(ufw enable), no
     flush of other tables, no reload beyond C(firewall-cmd --reload). SSH is never governed
@@ -148,7 +162,7 @@ notes:
     C(admin4)/C(admin6) to the admin ports, then the plan ports are dropped or rejected
     for everybody else. Other tables (for example a host firewall with its own drop
     policy) still see the packets; a packet must be accepted by every base chain. The
-    saved O(rules_file) is not loaded at boot by raygate itself.
+    saved O(rules_file) is loaded at boot only with O(boot=true).
   - firewalld - sources live in ipsets raygate owns (C(raygate4), C(raygate6),
     C(raygate-admin4), C(raygate-admin6), type C(hash:net)); rich rules in O(zone) that
     reference them accept the plan ports. A rule is raygate's when it references one of these

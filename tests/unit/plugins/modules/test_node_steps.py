@@ -12,7 +12,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_step, ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils import files, node_step, ray_procs
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 from ansible_collections.raygate.cluster.plugins.modules import nccl_env, node_steps, ray_firewall, ray_install
 
@@ -32,6 +32,8 @@ SECRET = "tok-" + "5eCr3t" * 8
 def no_ray_here(monkeypatch):
     # The host's /proc also shows Ray running inside sandbox nodes: never look at it here.
     monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [])
+    # The ray_firewall cases with boot: true run as if systemd were the init system here.
+    monkeypatch.setattr(files, "systemd_booted", lambda: True)
 
 
 def load(name):

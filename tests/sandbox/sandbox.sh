@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Simulated bare-metal nodes made of Linux namespaces on this machine.
 #
-#   sandbox.sh up N          create N nodes (1..20), tearing down any previous sandbox first
+#   sandbox.sh up N [--systemd]
+#                            create N nodes (1..20), tearing down any previous sandbox first;
+#                            --systemd: nodes boot systemd as PID 1 (systemd-nspawn, rootfs.sh)
 #   sandbox.sh down          remove every trace of the sandbox (idempotent)
+#   sandbox.sh reboot I      reboot node I (systemd nodes: `systemctl reboot`), wait until it answers SSH
 #   sandbox.sh status        one line per node: name ip pid sshd(yes|no)
 #   sandbox.sh exec I CMD..  run CMD inside node I (all its namespaces)
 #   sandbox.sh ssh I [CMD]   ssh into node I as root with the sandbox key
@@ -15,6 +18,8 @@
 # Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24), own PID namespace
 # (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
 # /tmp /run /dev/shm and overlayfs copy-on-write /etc /opt /usr /var /root. See README.md.
+# With --systemd, each node is a systemd-nspawn container joined to the same netns instead:
+# systemd as PID 1, a Debian rootfs built once by rootfs.sh, copy-on-write over all of it.
 set -euo pipefail
 shopt -s nullglob
 
@@ -27,6 +32,8 @@ BRIDGE_IP=198.18.0.1
 NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
 # Where each node sees a copy of tests/sandbox/sim (read-only); its bin/ tools are linked into /usr/local/bin.
 SIM_DIR=/usr/local/lib/raygate-sim
+# Bound read-only into systemd nodes (tini nodes see the host's /srv as it is).
+WHEELHOUSE=${RAYGATE_SANDBOX_WHEELHOUSE:-/srv/raygate/wheelhouse}
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 KEY="${STATE}/id_ed25519"
 LOCK=/run/lock/raygate-sandbox.lock
@@ -58,6 +65,15 @@ node_ip() {
     echo "198.18.0.$((10 + $1))"
 }
 
+# tini (the default) or systemd, as `up` recorded it.
+sandbox_mode() {
+    if [[ -f "${STATE}/mode" ]]; then
+        cat "${STATE}/mode"
+    else
+        echo tini
+    fi
+}
+
 node_count() {
     [[ -f "${STATE}/nodes" ]] || return 1
     cat "${STATE}/nodes"
@@ -76,6 +92,10 @@ pid_gone() {
 # init of a child PID namespace (NSpid ends in 1): guards against PID reuse.
 node_init_pid() {
     local file="${STATE}/node$1/pid" pid
+    if [[ $(sandbox_mode) == systemd ]]; then
+        systemd_pid1 "$1"
+        return
+    fi
     [[ -s ${file} ]] || return 1
     pid=$(<"${file}")
     [[ ${pid} =~ ^[0-9]+$ ]] || return 1
@@ -84,8 +104,32 @@ node_init_pid() {
     echo "${pid}"
 }
 
+# A systemd node's PID 1 changes with every reboot: the process in the node's netns that is
+# PID 1 of a child PID namespace and runs systemd.
+systemd_pid1() {
+    local pid
+    for pid in $(ip netns pids "rg-node$1" 2>/dev/null); do
+        if grep -qE '^NSpid:\s+[0-9]+\s+1$' "/proc/${pid}/status" 2>/dev/null &&
+            [[ $(cat "/proc/${pid}/comm" 2>/dev/null) == systemd ]] && ! pid_gone "${pid}"; then
+            echo "${pid}"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# Every systemd node's cgroup directories (there may be some left without a state dir).
+node_cgroups() {
+    local root
+    for root in /sys/fs/cgroup/raygate /sys/fs/cgroup/systemd/raygate /sys/fs/cgroup/unified/raygate; do
+        [[ -d ${root} ]] || continue
+        find "${root}" -mindepth 1 -maxdepth 1 -type d -name 'node*'
+    done
+}
+
 sandbox_exists() {
     [[ -e ${STATE} ]] && return 0
+    [[ -n $(node_cgroups) ]] && return 0
     [[ -e /sys/class/net/${BRIDGE} ]] && return 0
     local leftovers=(/run/netns/rg-node* /sys/class/net/rgv*)
     ((${#leftovers[@]} > 0))
@@ -93,8 +137,31 @@ sandbox_exists() {
 
 # ---------------------------------------------------------------------------- down
 
+# systemd nodes: a clean poweroff of all at once (SIGRTMIN+4 to PID 1), bounded; cmd_down
+# kills whatever is left after it.
+poweroff_systemd_nodes() {
+    local f i pid launchers=() deadline
+    for f in "${STATE}"/node*/launcher.pid; do
+        i=${f%/launcher.pid}
+        i=${i##*/node}
+        if pid=$(systemd_pid1 "${i}"); then
+            kill -s RTMIN+4 "${pid}" 2>/dev/null || true
+            launchers+=("$(<"${f}")")
+        fi
+    done
+    deadline=$((SECONDS + 20))
+    for pid in "${launchers[@]}"; do
+        while [[ ${pid} =~ ^[0-9]+$ ]] && ! pid_gone "${pid}" && ((SECONDS < deadline)); do
+            sleep 0.05
+        done
+    done
+}
+
 cmd_down() {
-    local pids=() pid f ns link deadline
+    local pids=() pid f ns link deadline cg sub
+    if [[ $(sandbox_mode) == systemd ]]; then
+        poweroff_systemd_nodes
+    fi
     # 1. Kill processes first: they hold sockets and namespaces alive.
     # SIGKILL of a PID namespace's init kills everything in that namespace.
     for f in "${STATE}"/node*/pid; do
@@ -106,10 +173,20 @@ cmd_down() {
     done
     for f in "${STATE}"/node*/launcher.pid; do
         pid=$(<"${f}") || continue
-        if [[ ${pid} =~ ^[0-9]+$ ]] && [[ $(cat "/proc/${pid}/comm" 2>/dev/null) == unshare ]]; then
+        [[ ${pid} =~ ^[0-9]+$ ]] || continue
+        # The launcher leads its own session (setsid): nspawn and the overlay's holders are in it.
+        for pid in $(pgrep -s "${pid}" 2>/dev/null || true); do
             kill -KILL "${pid}" 2>/dev/null || true
             pids+=("${pid}")
-        fi
+        done
+    done
+    # Anything left in a systemd node's cgroup.
+    for cg in $(node_cgroups); do
+        while read -r pid; do
+            [[ ${pid} == "$$" || ${pid} == "${BASHPID}" ]] && continue
+            kill -KILL "${pid}" 2>/dev/null || true
+            pids+=("${pid}")
+        done < <(find "${cg}" -name cgroup.procs -exec cat {} + 2>/dev/null)
     done
     # Anything else still inside a node netns (e.g. started with `ip netns exec`).
     for ns in /run/netns/rg-node*; do
@@ -136,6 +213,16 @@ cmd_down() {
     if [[ -e /sys/class/net/${BRIDGE} ]]; then
         ip link del "${BRIDGE}"
     fi
+    # The container's systemd leaves its own cgroup tree below the node's: deepest first.
+    for cg in $(node_cgroups); do
+        while read -r sub; do
+            rmdir "${sub}" 2>/dev/null || true
+        done < <(find "${cg}" -depth -type d)
+    done
+    for cg in /sys/fs/cgroup/raygate /sys/fs/cgroup/systemd/raygate /sys/fs/cgroup/unified/raygate; do
+        [[ ! -d ${cg} ]] || rmdir "${cg}" 2>/dev/null || true
+    done
+    [[ -z $(node_cgroups) ]] || die "cgroups still hold processes: $(node_cgroups | tr '\n' ' ')"
     # 3. Mounts (none expected in the root mount namespace) and the state dir.
     if [[ -d ${STATE} ]]; then
         local mp
@@ -204,7 +291,7 @@ setup_node_net() {
     ip -n "${ns}" route add default via "${BRIDGE_IP}"
 }
 
-start_node() {
+start_tini_node() {
     local i=$1 dir="${STATE}/node$1" d
     for d in etc opt usr var root; do
         mkdir -p "${dir}/upper/${d}" "${dir}/work/${d}"
@@ -219,6 +306,68 @@ start_node() {
     echo "$!" >"${dir}/launcher.pid"
 }
 
+# The node's own files, written into its overlay's upper layer before the first boot: identity,
+# the simulators' tools on PATH, and a oneshot that builds the simulated hardware before sshd.
+write_systemd_node_files() {
+    local i=$1 n=$2 up="${STATE}/node$1/upper" tool j
+    mkdir -p "${up}/etc/systemd/system/multi-user.target.wants" "${up}/usr/local/bin"
+    tr -d '-' </proc/sys/kernel/random/uuid >"${up}/etc/machine-id"
+    echo "node${i}" >"${up}/etc/hostname"
+    {
+        echo "127.0.0.1 localhost"
+        echo "::1 localhost ip6-localhost ip6-loopback"
+        echo "${BRIDGE_IP} rg-host"
+        for ((j = 1; j <= n; j++)); do
+            echo "$(node_ip "${j}") node${j}"
+        done
+    } >"${up}/etc/hosts"
+    for tool in "${STATE}"/sim/bin/*; do
+        ln -sfn "${SIM_DIR}/bin/${tool##*/}" "${up}/usr/local/bin/${tool##*/}"
+    done
+    cat >"${up}/etc/systemd/system/raygate-sim.service" <<EOF
+# raygate sandbox: the node's simulated GPUs and RDMA fabric (tests/sandbox/sim), built at boot.
+[Unit]
+Description=raygate sandbox simulated hardware
+Before=ssh.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/python3 ${SIM_DIR}/raygate_sim.py build --init
+
+[Install]
+WantedBy=multi-user.target
+EOF
+    ln -sfn /etc/systemd/system/raygate-sim.service \
+        "${up}/etc/systemd/system/multi-user.target.wants/raygate-sim.service"
+}
+
+start_systemd_node() {
+    local i=$1 dir="${STATE}/node$1"
+    mkdir -p "${dir}/upper" "${dir}/work" "${dir}/root"
+    write_systemd_node_files "${i}" "$2"
+    setup_node_net "${i}"
+    setsid /bin/bash "${HERE}/nspawn-node.sh" launch "${i}" "${STATE}" "${ROOTFS}" "${SHM_SIZE}" \
+        "${STATE}/sim" "${SIM_DIR}" "${WHEELHOUSE}" </dev/null >"${dir}/init.log" 2>&1 9>&- &
+    echo "$!" >"${dir}/launcher.pid"
+}
+
+start_node() {
+    if [[ ${MODE} == systemd ]]; then
+        start_systemd_node "$@"
+    else
+        start_tini_node "$@"
+    fi
+}
+
+# A systemd node has booted when its systemd says running (or degraded: a unit failed, which
+# the tests see for themselves).
+systemd_booted() {
+    local state
+    state=$(cmd_exec_quiet "$1" systemctl is-system-running 2>/dev/null) || true
+    [[ ${state} == running || ${state} == degraded ]]
+}
+
 # Poll until node I accepts an SSH login, its launcher dies, or the deadline passes.
 wait_node() {
     local i=$1 deadline=$2 ip launcher
@@ -231,7 +380,8 @@ wait_node() {
             return 1
         fi
         if ssh "${SSH_OPTS[@]}" -o ConnectTimeout=2 "root@${ip}" true </dev/null 2>/dev/null; then
-            return 0
+            [[ $(sandbox_mode) == systemd ]] || return 0
+            systemd_booted "${i}" && return 0
         fi
         sleep 0.05
     done
@@ -245,13 +395,20 @@ cmd_up() {
     if ! [[ ${n} =~ ^[0-9]+$ ]] || ((n < 1 || n > MAX_NODES)); then
         die "usage: up N (1..${MAX_NODES})"
     fi
-    for w in ip nsenter unshare setsid tini sshd ssh-keygen ssh; do
+    local tools=(ip nsenter unshare setsid ssh-keygen ssh)
+    if [[ ${MODE} == systemd ]]; then
+        tools+=(systemd-nspawn)
+    else
+        tools+=(tini sshd)
+    fi
+    for w in "${tools[@]}"; do
         command -v "${w}" >/dev/null || [[ -x /usr/sbin/${w} ]] || die "missing command: ${w}"
     done
     if sandbox_exists; then
         cmd_down
     fi
     mkdir -p "${STATE}"
+    echo "${MODE}" >"${STATE}/mode"
     ssh-keygen -q -t ed25519 -N '' -C raygate-sandbox -f "${KEY}"
     chmod 0600 "${KEY}"
     echo "${n}" >"${STATE}/nodes"
@@ -307,14 +464,46 @@ cmd_status() {
 }
 
 cmd_exec() {
-    local i=${1:-} pid
+    local i=${1:-}
     require_node "${i}"
     shift
     (($# > 0)) || die "usage: exec I CMD..."
-    pid=$(node_init_pid "${i}") || die "node${i} is not running"
-    exec nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/root -- \
-        env -i PATH="${NODE_PATH}" HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 \
-        TERM="${TERM:-dumb}" "$@"
+    node_init_pid "${i}" >/dev/null || die "node${i} is not running"
+    cmd_exec_quiet "${i}" "$@"
+}
+
+# Run CMD in node I's namespaces; rc 1 (no message) when the node has no PID 1.
+cmd_exec_quiet() {
+    local i=$1 pid
+    shift
+    pid=$(node_init_pid "${i}") || return 1
+    if [[ $(sandbox_mode) == systemd ]]; then
+        # --root/--wd without a value: the node's own (a path given to them would be opened on
+        # the host, before entering); its cgroup namespace too, as its systemd sees it.
+        nsenter --target "${pid}" --mount --uts --ipc --net --pid --cgroup --root --wd -- \
+            env -i -C /root PATH="${NODE_PATH}" HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 \
+            TERM="${TERM:-dumb}" "$@"
+    else
+        nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/root -- \
+            env -i PATH="${NODE_PATH}" HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 \
+            TERM="${TERM:-dumb}" "$@"
+    fi
+}
+
+# Reboot systemd node I (`systemctl reboot` inside) and wait until it has booted and answers SSH.
+cmd_reboot() {
+    local i=${1:-} old deadline
+    require_node "${i}"
+    [[ $(sandbox_mode) == systemd ]] || die "reboot needs systemd nodes (up N --systemd)"
+    old=$(node_init_pid "${i}") || die "node${i} is not running"
+    cmd_exec_quiet "${i}" systemctl reboot || die "systemctl reboot failed in node${i}"
+    deadline=$((SECONDS + TIMEOUT))
+    while ! pid_gone "${old}"; do
+        ((SECONDS < deadline)) || die "node${i}: PID 1 (${old}) still runs ${TIMEOUT}s after reboot"
+        sleep 0.05
+    done
+    wait_node "${i}" $((SECONDS + TIMEOUT)) || die "node${i} did not come back after reboot"
+    log "node${i} rebooted: PID 1 ${old} -> $(node_init_pid "${i}")"
 }
 
 # Validate, build the node's tree, then save the file as its scenario: a bad file changes nothing.
@@ -325,10 +514,8 @@ cmd_scenario() {
     require_node "${i}"
     [[ -n ${file} && $# -eq 2 ]] || die "usage: scenario I FILE"
     [[ -f ${file} && -r ${file} ]] || die "cannot read scenario file: ${file}"
-    pid=$(node_init_pid "${i}") || die "node${i} is not running"
-    nsenter --target "${pid}" --mount --uts --ipc --net --pid --wd=/ -- \
-        env -i PATH="${NODE_PATH}" LANG=C.UTF-8 \
-        /usr/bin/python3 "${SIM_DIR}/raygate_sim.py" set-scenario <"${file}"
+    node_init_pid "${i}" >/dev/null || die "node${i} is not running"
+    cmd_exec_quiet "${i}" /usr/bin/python3 "${SIM_DIR}/raygate_sim.py" set-scenario <"${file}"
     dest="${STATE}/sim/scenarios"
     mkdir -p "${dest}"
     chmod 0755 "${dest}"
@@ -371,7 +558,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -388,7 +575,19 @@ main() {
     (($# > 0)) && shift
     check_state_dir
     case ${cmd} in
-    up) lock; cmd_up "$@" ;;
+    up)
+        MODE=tini
+        if [[ ${2:-} == --systemd ]]; then
+            MODE=systemd
+            # Before the lock: the first build takes minutes; later ones find it cached.
+            ROOTFS=$("${HERE}/rootfs.sh" build) || die "no rootfs for systemd nodes"
+        elif (($# > 1)); then
+            die "usage: up N [--systemd]"
+        fi
+        lock
+        cmd_up "${1:-}"
+        ;;
+    reboot) cmd_reboot "$@" ;;
     down) lock; cmd_down ;;
     status) cmd_status ;;
     exec) cmd_exec "$@" ;;

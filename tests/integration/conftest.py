@@ -1,6 +1,7 @@
 """Fixtures that run the real playbooks against sandbox nodes (root only)."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -38,6 +39,13 @@ def run(args, timeout=900, env=None):
 def playbook(name, *extra, inventory=None):
     inventory = inventory or os.path.join(ROOT, "inventories", "sandbox")
     return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, name), *extra])
+
+
+def recap(out):
+    """{host: {"ok": "3", "changed": "0", ...}} from a playbook's PLAY RECAP."""
+    return {
+        m.group(1): dict(re.findall(r"(\w+)=(\d+)", m.group(2))) for m in re.finditer(r"^(node\d) +: (.*)$", out, re.M)
+    }
 
 
 def node(index, command):

@@ -11,7 +11,7 @@ import os
 import re
 
 import pytest
-from conftest import ROOT, SANDBOX, needs_root, node, run
+from conftest import ROOT, SANDBOX, needs_root, node, recap, run
 
 pytestmark = needs_root
 
@@ -108,12 +108,6 @@ def alive_ips():
 def firewall_sources(index):
     rc, out = node(index, "nft list table inet raygate 2>/dev/null")
     return set(re.findall(r"198\.18\.0\.\d+", out))
-
-
-def recap(out):
-    return {
-        m.group(1): dict(re.findall(r"(\w+)=(\d+)", m.group(2))) for m in re.finditer(r"^(node\d) +: (.*)$", out, re.M)
-    }
 
 
 def test_bring_up_on_the_previous_version(day2):

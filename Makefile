@@ -87,7 +87,7 @@ BENCH_VENV := .build/bench-venv
 BENCH_ARGS ?=
 
 $(BENCH_VENV)/.stamp: requirements-bench.txt $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp
-	$(PYTHON) -m venv $(BENCH_VENV)
+	$(PYTHON) -m venv --clear $(BENCH_VENV)
 	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check --no-index --find-links $(WHEELHOUSE) \
 	  "ray[default]==$(RAY_VERSION)"
 	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-bench.txt

@@ -121,6 +121,13 @@ elapsed:
   returned: always
   type: float
   sample: 4.2
+ray_version:
+  description:
+    - The Ray version the head runs, from its C(/api/version); null when that did not answer
+      (for example a Ray without it, or a head that is down).
+  returned: always
+  type: str
+  sample: 2.60.0
 """
 
 import json
@@ -133,8 +140,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils.files import read_
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import WAIT_ARGSPEC, noop_wait, wait_for
 
 
-def query(module):
-    """One look at the cluster: (done, summary)."""
+def request_headers(module):
     p = module.params
     headers = {"Accept": "application/json"}
     if p["auth"]:
@@ -142,10 +148,30 @@ def query(module):
         if not token:
             module.fail_json(msg="auth is on but the token file %s is missing or empty" % p["auth_token_file"])
         headers["Authorization"] = "Bearer %s" % token
-    url = p["dashboard_url"].rstrip("/") + "/api/v0/nodes?limit=10000&detail=true"
+    return headers
+
+
+def get_json(module, path):
+    p = module.params
+    url = p["dashboard_url"].rstrip("/") + path
+    resp = open_url(url, headers=request_headers(module), timeout=p["request_timeout"], validate_certs=False)
+    return json.loads(resp.read())
+
+
+def running_version(module):
+    """The head's Ray version (its jobs API /api/version answers ray_version), or None."""
     try:
-        resp = open_url(url, headers=headers, timeout=p["request_timeout"], validate_certs=False)
-        payload = json.loads(resp.read())
+        version = get_json(module, "/api/version").get("ray_version")
+    except Exception:  # an older Ray, or the head went away: the caller decides without it
+        return None
+    return version if isinstance(version, str) and version else None
+
+
+def query(module):
+    """One look at the cluster: (done, summary)."""
+    p = module.params
+    try:
+        payload = get_json(module, "/api/v0/nodes?limit=10000&detail=true")
         error = None
     except Exception as exc:  # unreachable while the head starts: report, the caller decides
         payload, error = None, str(exc)
@@ -172,6 +198,7 @@ def main():
     complete, summary, elapsed = waiter(lambda: query(module), timeout=p["wait_timeout"], interval=p["wait_sleep"])
     error = summary.pop("error")
     result = dict(summary, changed=False, elapsed=round(elapsed, 2))
+    result["ray_version"] = running_version(module) if summary["reachable"] else None
     if not summary["reachable"] and not module.check_mode:
         module.fail_json(msg="the Ray state API at %s did not answer: %s" % (p["dashboard_url"], error), **result)
     if waiting and not complete:

@@ -1,0 +1,65 @@
+import io
+import json
+
+import pytest
+from harness import run_case
+
+from ansible_collections.raygate.cluster.plugins.modules import ray_cluster_info
+
+NODES = {
+    "data": {
+        "result": {
+            "result": [
+                {"node_id": "a1", "node_ip": "198.18.0.11", "state": "ALIVE", "is_head_node": True,
+                 "resources_total": {"CPU": 2.0, "GPU": 8.0}},
+            ]
+        }
+    }
+}  # fmt: skip
+
+
+def fake_head(monkeypatch, answers):
+    """open_url answering each path from ANSWERS (a dict, or an exception to raise); records headers."""
+    seen = []
+
+    def open_url(url, headers=None, **kwargs):
+        path = url.split("8265", 1)[1]
+        seen.append((path, dict(headers or {})))
+        answer = answers.get(path.split("?")[0])
+        if isinstance(answer, Exception) or answer is None:
+            raise answer or OSError("connection refused")
+        return io.BytesIO(json.dumps(answer).encode())
+
+    monkeypatch.setattr(ray_cluster_info, "open_url", open_url)
+    return seen
+
+
+@pytest.fixture()
+def token(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("tok-123\n")
+    return str(path)
+
+
+def test_reports_the_version_the_head_runs(tmp_path, monkeypatch, token):
+    seen = fake_head(monkeypatch, {"/api/v0/nodes": NODES, "/api/version": {"version": "4", "ray_version": "2.60.0"}})
+    case = {"args": {"dashboard_url": "http://198.18.0.11:8265", "auth_token_file": token},
+            "expect": {"reachable": True, "alive_nodes": 1, "ray_version": "2.60.0", "changed": False}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+    assert [path for path, headers in seen] == ["/api/v0/nodes?limit=10000&detail=true", "/api/version"]
+    assert all(headers["Authorization"] == "Bearer tok-123" for path, headers in seen)
+
+
+def test_a_head_without_a_version_answer_gives_none(tmp_path, monkeypatch, token):
+    fake_head(monkeypatch, {"/api/v0/nodes": NODES, "/api/version": OSError("404 Not Found")})
+    case = {"args": {"dashboard_url": "http://198.18.0.11:8265", "auth_token_file": token},
+            "expect": {"reachable": True, "ray_version": None}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+
+
+def test_an_unreachable_head_is_not_asked_for_its_version(tmp_path, monkeypatch, token):
+    seen = fake_head(monkeypatch, {})
+    case = {"args": {"dashboard_url": "http://198.18.0.11:8265", "auth_token_file": token}, "check_mode": True,
+            "expect": {"reachable": False, "ray_version": None}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+    assert [path for path, headers in seen] == ["/api/v0/nodes?limit=10000&detail=true"]

@@ -173,10 +173,21 @@ def test_upgrade_switches_every_node_and_reports_the_downtime(day2):
     assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
 
 
+def latest_checks(day2, host):
+    """HOST's checks in the newest health report."""
+    reports = sorted((day2["base"] / "health").iterdir())
+    report = json.loads((reports[-1] / "report.json").read_text())
+    return [node for node in report["nodes"] if node["host"] == host][0]["checks"]
+
+
 def test_scale_adds_a_node_without_restarting_the_members(day2):
     before = raylets()
-    rc, out = play(day2, "scale.yml", inv="four")
+    # node4 joins alone: a member runs the network test with it, as a known-good partner.
+    rc, out = play(day2, "scale.yml", "-e", "raygate_health_pair_partner=node2", inv="four")
     assert rc == 0, out[-4000:]
+    pairs = [c for c in latest_checks(day2, "node4") if c["source"] == "nccl_pairs"]
+    assert pairs and all(c["status"] == "pass" for c in pairs), pairs
+    assert any(c["name"] == "nccl_pair_transport" for c in pairs), pairs
     after = raylets()
     assert sorted(after) == [1, 2, 3, 4], after
     assert all(after[i] == before[i] for i in (1, 2, 3)), (before, after)
@@ -217,6 +228,17 @@ def test_remove_node_drains_and_closes_the_firewall(day2):
     assert "raygate" not in leftover and "ray::" not in leftover, leftover
 
 
+def test_scale_with_limit_refuses_a_node_on_another_version(day2):
+    # Only node3 is in the run: the version it would join with is checked against the head itself.
+    before = raylets()
+    rc, out = play(day2, "scale.yml", "--limit", "node3", "-e", "raygate_ray_version=" + PREV, inv="four")
+    assert rc != 0
+    assert "node3 would join with Ray %s, but the cluster runs Ray %s" % (PREV, NEW) in out, out[-3000:]
+    assert raylets() == before
+    rc, leftover = node(3, "ls /etc/raygate 2>/dev/null; nft list tables")
+    assert "raygate" not in leftover, leftover
+
+
 def test_scale_with_limit_brings_a_node_back(day2):
     before = raylets()
     rc, out = play(day2, "scale.yml", "--limit", "node3", inv="four")
@@ -228,6 +250,13 @@ def test_scale_with_limit_brings_a_node_back(day2):
     # The members outside the run (--limit) admit node3 again.
     for index in (1, 2, 4):
         assert NODES[3] in firewall_sources(index), index
+    # Added, not merely restarted: its NCCL environment (removed with it) is back.
+    rc, env = node(3, "cat /etc/raygate/nccl.env")
+    assert rc == 0 and "NCCL_" in env, env
+    # Alone and without a partner: the report says its network went untested.
+    skipped = [c for c in latest_checks(day2, "node3") if c["source"] == "nccl_pairs"]
+    assert [c["status"] for c in skipped] == ["skip"], skipped
+    assert "raygate_health_pair_partner" in skipped[0]["detail"]
 
 
 def test_recheck_evicts_a_worker_with_an_xid(day2):

@@ -132,7 +132,7 @@ day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-
 	$(BIN)/pytest -q tests/integration/day2
 
 .PHONY: systemd
-systemd: bootstrap wheelhouse  ## scenario systemd: nodes with systemd as PID 1 (root; first run builds the rootfs, ~1.5 min)
+systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## scenario systemd: nodes with systemd as PID 1 (root; first run builds the rootfs, ~1.5 min)
 	$(BIN)/pytest -q tests/integration/systemd
 
 .PHONY: test

@@ -3,7 +3,8 @@
 In order, on one 2-node cluster: site.yml enables and starts the units; a re-run restarts
 nothing; a raylet killed with SIGKILL is restarted by systemd and its node rejoins; a rebooted
 node comes back with its firewall and its Ray node and rejoins, and a re-run still changes
-nothing; teardown disables and removes the units and leaves nothing, twice.
+nothing; upgrade.yml switches the units to another Ray version; teardown disables and removes the
+units and leaves nothing, twice.
 
 Run on its own (`pytest tests/integration/systemd`): it owns the sandbox while it runs.
 """
@@ -20,6 +21,8 @@ pytestmark = needs_root
 
 NODES = {1: "198.18.0.11", 2: "198.18.0.12"}
 UNITS = ("raygate-ray.service", "raygate-firewall.service")
+# The version upgrade.yml switches to (make systemd downloads it into the wheelhouse).
+OTHER = os.environ.get("RAYGATE_PREV_RAY_VERSION", "2.59.0")
 # Generous: the machine is busy (2 cores), and a restart waits RestartSec plus Ray's own start.
 WAIT = 240
 
@@ -39,7 +42,7 @@ def cluster(tmp_path_factory):
     (inv / "hosts.yml").write_text(hosts)
     (inv / "group_vars" / "all" / "systemd.yml").write_text(
         "raygate_supervisor: systemd\nraygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\n"
-        % (base, base)
+        "raygate_confirm: false\n" % (base, base)
     )
     state = {"inv": str(inv)}
     yield state
@@ -110,10 +113,10 @@ def test_site_enables_and_starts_the_units(cluster):
     assert alive_ips() == sorted(NODES.values())
 
 
-def site_changes_nothing(cluster):
+def site_changes_nothing(cluster, *extra):
     """site.yml reports changed=0 on every node, and every unit's main process and raylet stay."""
     before = {index: (unit(index)["main_pid"], raylet(index)) for index in NODES}
-    rc, out = play(cluster, "site.yml")
+    rc, out = play(cluster, "site.yml", *extra)
     assert rc == 0, out[-4000:]
     assert all(int(r["changed"]) == 0 for r in recap(out).values()), out[-3000:]
     assert {index: (unit(index)["main_pid"], raylet(index)) for index in NODES} == before
@@ -148,6 +151,19 @@ def test_rebooted_node_comes_back_firewalled_and_rejoins(cluster):
     assert raylet(1) == head_before
     # The state raygate keeps in /run is gone with the reboot; the unit remembers what was started.
     site_changes_nothing(cluster)
+
+
+def test_upgrade_switches_the_units_to_the_other_version(cluster):
+    # Any other pinned version goes through the same switch: here the previous one (make day2's).
+    rc, out = play(cluster, "upgrade.yml", "-e", "raygate_ray_version=" + OTHER)
+    assert rc == 0, out[-4000:]
+    for index in NODES:
+        assert unit(index)["active"] == "active", index
+        rc, exe = node(index, "readlink -f /proc/$(pgrep -x raylet)/exe")
+        assert "/ray-%s-" % OTHER in exe, (index, exe)
+    wait_until("both nodes alive on Ray %s" % OTHER, lambda: alive_ips() == sorted(NODES.values()))
+    # The units start `current`: a re-run on the new pin restarts nothing.
+    site_changes_nothing(cluster, "-e", "raygate_ray_version=" + OTHER)
 
 
 def test_teardown_disables_and_removes_the_units(cluster):

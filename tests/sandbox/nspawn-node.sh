@@ -17,8 +17,8 @@ set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 
-# The cgroup directories of node INDEX, one per hierarchy that systemd uses (also used by
-# sandbox.sh down, which removes them).
+# The cgroup directories of node NAME, one per hierarchy that systemd uses (under the roots that
+# sandbox.sh lists in NODE_CGROUP_ROOTS, whose down removes them).
 cgroup_dirs() {
     local name=$1
     if [[ $(stat -fc %T /sys/fs/cgroup) == cgroup2fs ]]; then
@@ -91,7 +91,6 @@ run)
     shift
     cmd_run "$@"
     ;;
-cgroup-dirs) cgroup_dirs "$2" ;;
 *)
     sed -n '2,8p' "${SELF}" | sed 's/^# \{0,1\}//' >&2
     exit 2

@@ -32,6 +32,9 @@ BRIDGE_IP=198.18.0.1
 NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
 # Where each node sees a copy of tests/sandbox/sim (read-only); its bin/ tools are linked into /usr/local/bin.
 SIM_DIR=/usr/local/lib/raygate-sim
+# Where systemd nodes' launchers make their cgroups, one root per hierarchy (nspawn-node.sh
+# cgroup_dirs picks those of this host): raygate/node<i> under each.
+NODE_CGROUP_ROOTS=(/sys/fs/cgroup/raygate /sys/fs/cgroup/systemd/raygate /sys/fs/cgroup/unified/raygate)
 # Bound read-only into systemd nodes (tini nodes see the host's /srv as it is).
 WHEELHOUSE=${RAYGATE_SANDBOX_WHEELHOUSE:-/srv/raygate/wheelhouse}
 HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
@@ -121,7 +124,7 @@ systemd_pid1() {
 # Every systemd node's cgroup directories (there may be some left without a state dir).
 node_cgroups() {
     local root
-    for root in /sys/fs/cgroup/raygate /sys/fs/cgroup/systemd/raygate /sys/fs/cgroup/unified/raygate; do
+    for root in "${NODE_CGROUP_ROOTS[@]}"; do
         [[ -d ${root} ]] || continue
         find "${root}" -mindepth 1 -maxdepth 1 -type d -name 'node*'
     done
@@ -219,7 +222,7 @@ cmd_down() {
             rmdir "${sub}" 2>/dev/null || true
         done < <(find "${cg}" -depth -type d)
     done
-    for cg in /sys/fs/cgroup/raygate /sys/fs/cgroup/systemd/raygate /sys/fs/cgroup/unified/raygate; do
+    for cg in "${NODE_CGROUP_ROOTS[@]}"; do
         [[ ! -d ${cg} ]] || rmdir "${cg}" 2>/dev/null || true
     done
     [[ -z $(node_cgroups) ]] || die "cgroups still hold processes: $(node_cgroups | tr '\n' ' ')"

@@ -6,17 +6,26 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import socket
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.versions import RAY_VERSION_RE
 
 MARKER = "raygate-install.json"
 PY_VERSION = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+MIB = 1 << 20
+# What a Ray install needs when nothing better is known. Wheels unpack to about three times their
+# size; an index install (Ray with the default extras and its dependencies) takes about 1.5 GiB.
+WHEEL_UNPACK_FACTOR = 3
+MIN_WHEELHOUSE_MIB = 512
+INDEX_INSTALL_MIB = 1536
+ENOSPC_TEXT = "No space left on device"
 
 
 def sha256_file(path):
@@ -33,6 +42,51 @@ def read_marker(venv):
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def existing_ancestor(path):
+    """``path`` or its nearest existing parent: base_dir may not exist before the first install."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def free_bytes(path):
+    """Bytes an unprivileged process may still write on the filesystem holding ``path`` (an existing path)."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def tree_bytes(path):
+    """Disk space removing ``path`` gives back: allocated blocks, each inode once (hard links)."""
+    seen, total = set(), 0
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def estimate_bytes(params):
+    """Space an install needs: min_free_mb when set, else a deliberately rough estimate (see the docs)."""
+    if params["min_free_mb"] > 0:
+        return params["min_free_mb"] * MIB
+    wheelhouse = params["wheelhouse"]
+    if not wheelhouse:
+        return INDEX_INSTALL_MIB * MIB
+    # Every wheel, not only those this install resolves: resolving them here would redo pip's work.
+    wheels = [os.path.join(wheelhouse, n) for n in os.listdir(wheelhouse) if n.endswith(".whl")]
+    return max(MIN_WHEELHOUSE_MIB * MIB, WHEEL_UNPACK_FACTOR * sum(os.path.getsize(w) for w in wheels))
+
+
+class BuildFailed(Exception):
+    """A step of building the virtualenv failed; the caller removes the half-built virtualenv."""
 
 
 def wheel_versions(wheelhouse, py_tag):
@@ -113,33 +167,86 @@ class Installer:
             return ["--index-url", self.params["index_url"]]
         return []
 
-    def install(self, venv, version, marker):
+    def space(self, venv, needs_install):
+        """(free, needed) bytes for installing ``venv``; free counts the stale copy the install removes."""
+        free = free_bytes(existing_ancestor(self.params["base_dir"]))
+        if not needs_install:
+            return free, 0
+        return free + (tree_bytes(venv) if os.path.isdir(venv) else 0), estimate_bytes(self.params)
+
+    def space_message(self, trouble, venv, free, needed, free_what="free"):
+        where = existing_ancestor(self.params["base_dir"])
+        if os.path.isdir(venv):
+            where += " (counting the unfinished %s it replaces)" % os.path.basename(venv)
+        how = "set by min_free_mb" if self.params["min_free_mb"] > 0 else "estimated; min_free_mb overrides it"
+        return (
+            "%s: %s: %d MiB %s on %s, about %d MiB needed (%s); "
+            "free space there or set base_dir (raygate_base_dir) to a larger filesystem"
+            % (socket.gethostname(), trouble, free // MIB, free_what, where, needed // MIB, how)
+        )
+
+    def check_space(self, venv, version, free, needed):
+        """Fail before anything is created or removed when the install cannot fit."""
+        if free < needed:
+            self.fail(self.space_message("not enough space for Ray %s in %s" % (version, venv), venv, free, needed))
+
+    def install(self, venv, version, marker, needed):
+        """Build ``venv``; on any failure remove it again, so no half-built virtualenv stays behind
+        and ``current`` (switched only after this returns) never points at one."""
         if os.path.exists(venv):
             shutil.rmtree(venv)
         os.makedirs(os.path.dirname(venv), mode=0o755, exist_ok=True)
-        self.check_rc(self.run([self.params["python"], "-m", "venv", venv]), "create the virtualenv %s" % venv)
+        try:
+            self.build(venv, version, marker)
+        except (BuildFailed, OSError) as exc:
+            shutil.rmtree(venv, ignore_errors=True)
+            self.fail(self.build_failure(exc, venv, version, needed))
+        except BaseException:
+            # Whatever else ends the module here (an interrupt): still leave no half-built virtualenv.
+            shutil.rmtree(venv, ignore_errors=True)
+            raise
+
+    def build_failure(self, exc, venv, version, needed):
+        detail = str(exc)
+        full = (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or ENOSPC_TEXT in detail
+        if not full:
+            return "%s (the half-built virtualenv %s was removed)" % (detail, venv)
+        # Measured after the removal: what the operator finds on the node now.
+        free = free_bytes(existing_ancestor(self.params["base_dir"]))
+        trouble = "ran out of space installing Ray %s in %s" % (version, venv)
+        msg = self.space_message(trouble, venv, free, needed, "free now")
+        return "%s. The half-built virtualenv was removed. Error: %s" % (msg, detail[-500:])
+
+    def build(self, venv, version, marker):
+        self.checked([self.params["python"], "-m", "venv", venv], "create the virtualenv %s" % venv)
         pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check"]
         spec = "ray[%s]==%s" % (",".join(marker["extras"]), version) if marker["extras"] else "ray==%s" % version
         if self.params["installer"] == "uv":
-            self.check_rc(self.run(pip + ["install", "--quiet"] + self.source_args() + ["uv"]), "install uv")
+            self.checked(pip + ["install", "--quiet"] + self.source_args() + ["uv"], "install uv")
             tool = [os.path.join(venv, "bin", "uv"), "pip", "install", "--python", os.path.join(venv, "bin", "python")]
             env = {"UV_NO_CACHE": "1"} if self.params["wheelhouse"] else {}
         else:
             tool, env = pip + ["install", "--quiet"], {}
-        self.check_rc(self.run(tool + self.source_args() + [spec], env=env), "install %s" % spec)
+        self.checked(tool + self.source_args() + [spec], "install %s" % spec, env=env)
         if self.params["requirements"]:
             args = tool + self.source_args() + ["--require-hashes", "-r", self.params["requirements"]]
-            self.check_rc(self.run(args, env=env), "install %s" % self.params["requirements"])
-        rc, out, err = self.run([os.path.join(venv, "bin", "ray"), "--version"])
+            self.checked(args, "install %s" % self.params["requirements"], env=env)
+        rc, out, err = self.command([os.path.join(venv, "bin", "ray"), "--version"])
         if rc != 0 or version not in out.split():
-            self.fail("ray --version in %s answered %r, expected %s" % (venv, (out or err).strip(), version))
+            raise BuildFailed("ray --version in %s answered %r, expected %s" % (venv, (out or err).strip(), version))
         with open(os.path.join(venv, MARKER), "w") as fh:
             json.dump(marker, fh, indent=2, sort_keys=True)
 
-    def check_rc(self, result, what):
-        rc, out, err = result
+    def command(self, args, **kwargs):
+        try:
+            return self.runner.run(args, timeout=self.params["timeout"], **kwargs)
+        except CommandError as exc:
+            raise BuildFailed(str(exc)) from exc
+
+    def checked(self, args, what, **kwargs):
+        rc, out, err = self.command(args, **kwargs)
         if rc != 0:
-            self.fail("failed to %s (rc=%s): %s" % (what, rc, ((err or "") + (out or "")).strip()[-2000:]))
+            raise BuildFailed("failed to %s (rc=%s): %s" % (what, rc, ((err or "") + (out or "")).strip()[-2000:]))
 
     def switch_current(self, venv):
         link = os.path.join(self.params["base_dir"], "current")
@@ -168,6 +275,8 @@ def present(module, inst):
         module.fail_json(msg="version is required when state=present (for example 2.60.0)")
     if not RAY_VERSION_RE.match(version):
         module.fail_json(msg="version %r is not an exact Ray release such as 2.60.0" % version)
+    if params["min_free_mb"] < 0:
+        module.fail_json(msg="min_free_mb must be 0 (estimate the space needed) or a number of MiB")
     if params["requirements"] and not os.path.isfile(params["requirements"]):
         module.fail_json(msg="requirements file %s does not exist on this node" % params["requirements"])
     py_version = inst.python_version(params["python"])
@@ -178,8 +287,11 @@ def present(module, inst):
     needs_install = existing != marker
     if needs_install:
         inst.check_available(version, py_version)
+    free, needed = inst.space(venv, needs_install)
+    if needs_install:
+        inst.check_space(venv, version, free, needed)
         if not module.check_mode:
-            inst.install(venv, version, marker)
+            inst.install(venv, version, marker, needed)
     changed = needs_install
     if params["set_current"]:
         changed = inst.switch_current(venv) or changed
@@ -192,6 +304,8 @@ def present(module, inst):
         installed=needs_install,
         current=venv if params["set_current"] else current_target(params["base_dir"]),
         version_info={"ray": version, "python": actual_py},
+        free_mb=free // MIB,
+        needed_mb=needed // MIB,
     )
 
 
@@ -231,6 +345,7 @@ ARGUMENT_SPEC = dict(
     set_current=dict(type="bool", default=True),
     state=dict(type="str", choices=["present", "absent"], default="present"),
     timeout=dict(type="int", default=1200),
+    min_free_mb=dict(type="int", default=0),
 )
 MUTUALLY_EXCLUSIVE = [("wheelhouse", "index_url")]
 

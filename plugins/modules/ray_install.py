@@ -20,6 +20,10 @@ description:
     and is rebuilt.
   - Returns the versions Ray compares when a node joins a cluster (Ray, and Python down to
     the patch level), so a play can refuse mixed clusters before starting anything.
+  - Before it creates or removes anything, checks that the filesystem holding O(base_dir) has
+    room for the install (see O(min_free_mb)), and fails naming the host, the path, the free
+    space and the space needed. An install that fails anyway (a full disk included) removes its
+    half-built virtualenv before failing, so C(current) never points at one.
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
@@ -28,7 +32,7 @@ attributes:
   check_mode:
     support: full
     details: In check mode the module reports what it would change and still verifies
-      that the requested version is available (wheelhouse or index).
+      that the requested version is available (wheelhouse or index) and that there is room for it.
   diff_mode:
     support: none
 options:
@@ -90,6 +94,20 @@ options:
       - Seconds an install command may run.
     type: int
     default: 1200
+  min_free_mb:
+    description:
+      - Free space, in MiB, the filesystem holding O(base_dir) must have before an install starts.
+        The space a stale or half-built virtualenv of the same version frees when it is rebuilt
+        counts as free.
+      - V(0) estimates it. With O(wheelhouse), three times the size of all C(*.whl) files there
+        (wheels unpack bigger), at least 512 MiB; the estimate counts every wheel, so a wheelhouse
+        holding many versions or large packages the install does not use overestimates. From an
+        index, 1536 MiB.
+      - A positive number replaces the estimate.
+      - Only O(base_dir)'s filesystem is checked, not pip's cache or temporary directory.
+    type: int
+    default: 0
+    version_added: 0.4.0
 notes:
   - A virtualenv is not relocatable (its scripts hard-code its path), which is why each
     version gets its own directory and upgrades switch the C(current) link.
@@ -143,6 +161,20 @@ installed:
   returned: when state is present
   type: bool
   sample: false
+free_mb:
+  description:
+    - MiB free for the install on the filesystem holding O(base_dir), counting the virtualenv of
+      this version that the install would replace. Measured before the install.
+  returned: when state is present
+  type: int
+  sample: 40960
+needed_mb:
+  description:
+    - MiB the install needed (O(min_free_mb), or its estimate); V(0) when the virtualenv was
+      already installed.
+  returned: when state is present
+  type: int
+  sample: 1536
 removed:
   description: Paths removed by O(state=absent).
   returned: when state is absent

@@ -267,20 +267,20 @@ class Node:
         raylet = ray_procs.find_daemon(procs, "raylet")
         record = self.recorded()
         result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
+        result["new_session"] = False
         if p["role"] == "head":
             result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
-        if raylet and record.get("config_hash") == digest and self.supervised_ok():
+        rotating = self.check_token_drift(procs)
+        dead = None if rotating else self.dead_session(plan, procs, raylet)
+        if raylet and not dead and not rotating and record.get("config_hash") == digest and self.supervised_ok():
             # Same token (it is in the digest), only the file differs (mode, trailing newline).
             if token_file_changed and not self.module.check_mode:
                 self.write_token(check_mode=False)
             return dict(result, changed=token_file_changed, pid=raylet["pid"])
-        if procs and not raylet and p["role"] == "worker":
-            # A worker without a raylet is no member of the cluster (its raylet died, or a drain
-            # ended it): its leftover helpers only hold ports. Clear them and start it again.
-            self.warnings.append(
-                "no raylet runs on this worker, only leftover Ray processes (%s); stopping them and starting "
-                "the node again" % ", ".join(sorted({proc["comm"] for proc in procs}))
-            )
+        if dead or rotating:
+            # What runs here is no working member (see dead_session), or runs on the old token:
+            # clear it, whatever restart_on_change says, and start the node again.
+            self.warnings.append(dead or "the auth token is being rotated (rotate_token); restarting this node")
             result["restarted"] = True
             if not self.module.check_mode:
                 self.stop(plan, procs)
@@ -304,15 +304,86 @@ class Node:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
         self.write_token(check_mode=False)
         self.write_config(env, args, digest)
+        # Recorded before the launch: a run interrupted during `ray start` leaves a node whose
+        # configuration is known, so the next run judges it instead of refusing a stranger.
+        self.write_record(digest, None)
         pid = self.launch(args, env_all)
         if p["role"] == "head":
             if p["head_wait"] == "dashboard":
                 self.wait_head(result["dashboard_url"])
             else:
                 self.wait_gcs(plan)
-        record = {"config_hash": digest, "role": p["role"], "pid": pid, "started_at": time.time()}
+        self.write_record(digest, pid)
+        return dict(result, changed=True, new_session=True, pid=pid, command=args, dropped_ports=dropped)
+
+    def write_record(self, digest, pid):
+        os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
+        record = {"config_hash": digest, "role": self.p["role"], "pid": pid, "started_at": time.time()}
         write_file(self.state_path, json.dumps(record, sort_keys=True) + "\n", mode=0o644)
-        return dict(result, changed=True, pid=pid, command=args, dropped_ports=dropped)
+
+    def gcs_answers(self, plan):
+        """None when the GCS accepts a connection on its planned address, else the error."""
+        try:
+            socket.create_connection((self.head_ip(), int(plan["gcs"])), timeout=3).close()
+            return None
+        except OSError as exc:
+            return str(exc) or exc.__class__.__name__
+
+    def dead_session(self, plan, procs, raylet):
+        """Why the Ray processes here are no working member, or None when they may be one.
+
+        A head is one only while its raylet and GCS run and the GCS answers: after a crash of
+        gcs_server the raylets and helpers live on for a while, then only the orphaned
+        log_monitor and monitor are left. A worker is none without a raylet (it died, or a
+        drain ended it), or when the head's GCS does not list it alive (member: false)."""
+        if not procs:
+            return None
+        names = ", ".join(sorted({proc["comm"] for proc in procs}))
+        if self.p["role"] == "head":
+            gcs = ray_procs.find_daemon(procs, "gcs_server")
+            error = self.gcs_answers(plan) if gcs and raylet else None
+            if gcs and raylet and error is None:
+                return None
+            why = (
+                "no %s runs" % ("raylet" if gcs else "gcs_server")
+                if not (gcs and raylet)
+                else ("its GCS does not answer on %s:%s (%s)" % (self.head_ip(), plan["gcs"], error))
+            )
+            return "the head is not working: %s; clearing what is left of its session (%s) and starting it again" % (
+                why,
+                names,
+            )
+        if not raylet:
+            return (
+                "no raylet runs on this worker, only leftover Ray processes (%s); stopping them and starting "
+                "the node again" % names
+            )
+        if self.p["member"] is False:
+            return (
+                "the head's GCS does not list this worker alive with its configuration (raylet pid %s belongs to "
+                "another session); stopping it and joining again" % raylet["pid"]
+            )
+        return None
+
+    def check_token_drift(self, procs):
+        """True when the running node uses another token than the given one and rotate_token
+        allows a restart; fails before anything changes when it does not."""
+        p = self.p
+        if not (p["auth"] and p["auth_token"] is not None and procs):
+            return False
+        current = read_text(p["auth_token_file"])
+        if current is None or current.strip() == p["auth_token"].strip():
+            return False
+        if p["rotate_token"]:
+            return True
+        self.fail(
+            "the Ray node running on %s uses another auth token than the one given (the file %s differs): the "
+            "cluster's token was rotated, or this controller holds another copy of it. Nothing was changed. Restore "
+            "the cluster's token on the controller (raygate_auth_token or raygate_auth_token_file), or rotate it "
+            "across the whole cluster with rotate_token: true (-e raygate_rotate_token=true), which restarts every "
+            "node, head first" % (p["node_ip"] or socket.gethostname(), p["auth_token_file"]),
+            token_drift=True,
+        )
 
     def token(self):
         """The token the node is to use: the given one, else the token file's content (None if neither)."""
@@ -578,6 +649,8 @@ ARGUMENT_SPEC = dict(
     auth_token=dict(type="str", no_log=True),
     drain=dict(type="bool", default=False),
     drain_timeout=dict(type="int", default=600),
+    member=dict(type="bool"),
+    rotate_token=dict(type="bool", default=False),
 )
 
 

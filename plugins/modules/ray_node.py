@@ -195,6 +195,23 @@ options:
     description: Seconds a draining worker may keep running its tasks; then it is stopped anyway.
     type: int
     default: 600
+  member:
+    description:
+      - For a worker with O(state=started), what the head's GCS says of it, when the caller asked
+        (M(raygate.cluster.ray_cluster_info)). V(false) means the GCS does not list this node alive
+        with its configuration (for example the head was started again after a crash, so the raylet
+        here belongs to a dead session): a running worker is then stopped and started again,
+        whatever O(restart_on_change) says. Unset, the module judges by the node's own processes.
+      - A head is always judged by its own GCS, which must run and accept connections on its port.
+    type: bool
+  rotate_token:
+    description:
+      - What to do when Ray runs on this node with another auth token than O(auth_token) (the token
+        file differs). V(false) fails before anything changes, saying how to restore the token or
+        rotate it. V(true) restarts the node on the new token; rotate every node of a cluster in
+        the same run, head first.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -238,6 +255,16 @@ restarted:
   returned: when state is started
   type: bool
   sample: false
+new_session:
+  description: Whether Ray was started in this call, so the node runs a new session (a new cluster when it is the head).
+  returned: when state is started
+  type: bool
+  sample: true
+token_drift:
+  description: Set when the module failed because the running node uses another auth token than the given one.
+  returned: when it failed for that reason
+  type: bool
+  sample: true
 config_hash:
   description: Hash of the desired node configuration, recorded at start.
   returned: when state is started

@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import socket
@@ -35,6 +36,12 @@ HELP = """Usage: ray start [OPTIONS]
 def no_ray_here(monkeypatch):
     # The host's /proc also shows Ray running inside sandbox nodes: never look at it here.
     monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [])
+
+
+@pytest.fixture(autouse=True)
+def no_gcs_connection(monkeypatch):
+    """No test reaches a real GCS: without a patch of its own, a head's GCS does not answer."""
+    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: "Connection refused (test)")
 
 
 def base_args(tmp, role="head", **over):
@@ -433,16 +440,113 @@ def test_worker_without_a_raylet_is_cleared_and_started_again(tmp_path, monkeypa
     assert [name for name, sig in sent] == ["python"]
 
 
-def test_head_without_a_raylet_is_left_alone(tmp_path, monkeypatch):
-    # The head's GCS still serves the workers: restarting it would end the whole cluster.
+def restartable(monkeypatch):
+    """Fakes for a start after a stop: `ray start --help` and `ray start` succeed, a raylet 77 appears."""
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
+    monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 77}))
+    monkeypatch.setattr(node_step.Node, "wait_gcs", lambda self, plan: None)
+    monkeypatch.setattr(node_step.Node, "wait_head", lambda self, url: None)
+
+
+def test_head_without_a_raylet_is_cleared_and_started_again(tmp_path, monkeypatch):
+    # Only a dead session's helpers are left (the GCS crashed, its raylet gave up): a re-run
+    # must bring the head back instead of trusting that some Ray process exists.
     fake_venv(tmp_path)
     alive, sent = worker_with_raylet(monkeypatch)
     alive.pop(2)
     alive[1] = "gcs_server"
+    restartable(monkeypatch)
+    case = {"args": base_args(tmp_path), "expect": {"changed": True, "restarted": True, "new_session": True},
+            "warnings_contain": ["the head is not working: no raylet runs"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert sorted(name for name, sig in sent) == ["gcs_server", "python"]
+
+
+def test_head_whose_gcs_does_not_answer_is_started_again(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    alive[1] = "gcs_server"
+    restartable(monkeypatch)
+    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: "Connection refused")
+    case = {"args": base_args(tmp_path), "expect": {"changed": True, "restarted": True},
+            "warnings_contain": ["its GCS does not answer", "Connection refused"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert sorted(name for name, sig in sent) == ["gcs_server", "python", "raylet"]
+
+
+def test_head_whose_gcs_answers_is_left_alone(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    alive[1] = "gcs_server"
+    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: None)
     monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
-    run_case({"args": base_args(tmp_path), "expect": {"changed": False, "restarted": False}}, ray_node.main, tmp_path,
-             monkeypatch)  # fmt: skip
+    case = {"args": base_args(tmp_path), "check_mode": True, "expect": {"changed": False, "restarted": False},
+            "warnings_contain": ["not started by raygate"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
     assert sent == []
+
+
+def test_worker_the_gcs_does_not_list_is_started_again(tmp_path, monkeypatch):
+    # The head came back as a new cluster: this raylet belongs to the dead one.
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    restartable(monkeypatch)
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", member=False)
+    case = {"args": args, "expect": {"changed": True, "restarted": True, "pid": 77},
+            "warnings_contain": ["does not list this worker alive"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert [name for name, sig in sent] == ["raylet", "python"]
+
+
+def test_interrupted_start_is_recorded(tmp_path, monkeypatch):
+    # The record is written before `ray start`: a run killed during the start leaves a node
+    # whose configuration the next run recognises.
+    fake_venv(tmp_path)
+    restartable(monkeypatch)
+    monkeypatch.setattr(ray_procs, "ray_processes", lambda **kw: [])
+
+    def killed(self, args, env):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(node_step.Node, "launch", killed)
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12")
+    with pytest.raises(KeyboardInterrupt):
+        run_case({"args": args, "expect": {}}, ray_node.main, tmp_path, monkeypatch)
+    record = json.loads((tmp_path / "run" / node_step.STATE_FILE).read_text())
+    assert record["pid"] is None and len(record["config_hash"]) == 16
+
+
+def token_drift_case(tmp_path, monkeypatch, **over):
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", auth=True, auth_token="new-token", **over)
+    args["auth_token_file"] = str(tmp_path / "etc" / "auth_token")
+    os.makedirs(os.path.dirname(args["auth_token_file"]), exist_ok=True)
+    with open(args["auth_token_file"], "w") as fh:
+        fh.write("old-token\n")
+    return args, alive, sent
+
+
+def test_token_drift_fails_before_anything_changes(tmp_path, monkeypatch):
+    args, alive, sent = token_drift_case(tmp_path, monkeypatch)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, a, **kw: pytest.fail("ran %s" % a))
+    case = {
+        "args": args,
+        "expect": {"failed": True, "token_drift": True},
+        "expect_contains": {"msg": ["another auth token", "raygate_rotate_token=true", "Nothing was changed"]},
+    }
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert sent == [] and open(args["auth_token_file"]).read() == "old-token\n"
+
+
+def test_token_drift_with_rotate_token_restarts_on_the_new_token(tmp_path, monkeypatch):
+    args, alive, sent = token_drift_case(tmp_path, monkeypatch, rotate_token=True)
+    restartable(monkeypatch)
+    case = {"args": args, "expect": {"changed": True, "restarted": True}, "warnings_contain": ["rotated"]}
+    result = run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert [name for name, sig in sent] == ["raylet", "python"]
+    assert open(args["auth_token_file"]).read() == "new-token\n"
+    assert "new-token" not in json.dumps(result)
 
 
 def test_unit_keeps_the_config_hash_for_after_a_reboot(tmp_path, monkeypatch):

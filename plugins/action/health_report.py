@@ -26,6 +26,7 @@ NODE_SPEC = {
     "address": {"type": "str"},
     "status": {"type": "str", "default": "checked", "choices": list(hr.NODE_STATUSES)},
     "skip_reason": {"type": "str"},
+    "error": {"type": "str"},
     "checks": {"type": "list", "elements": "dict", "default": []},
 }
 ARGUMENT_SPEC = {
@@ -37,7 +38,30 @@ ARGUMENT_SPEC = {
     "fail_on_warn": {"type": "bool", "default": False},
     "run_id": {"type": "str"},
     "write": {"type": "bool", "default": True},
+    "left_hosts": {"type": "list", "elements": "str", "default": []},
 }
+
+
+def left_entries(hosts, hostvars, head):
+    """Report entries for nodes that left the run before the gate, from what they left in their
+    host variables: ``raygate_out`` ({status, task, error}) when a step failed or the node did
+    not answer at the preflight; none when it stopped answering during a later step."""
+    entries = []
+    for host in hosts:
+        hv = hostvars.get(host, {})
+        out = hv.get("raygate_out") or {"status": "unreachable", "error": "stopped answering during the run"}
+        error = str(out.get("error") or "no error recorded")
+        entries.append(
+            {
+                "host": host,
+                "role": "head" if host == head else "worker",
+                "address": str(hv.get("raygate_node_ip") or hv.get("ansible_host") or host),
+                "status": "unreachable" if out.get("status") == "unreachable" else "failed",
+                "error": "%s: %s" % (out["task"], error) if out.get("task") else error,
+                "checks": [],
+            }
+        )
+    return entries
 
 
 def _write_atomically(path, content):
@@ -100,6 +124,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        known = {node["host"] for node in args["nodes"]}
+        left = [h for h in args["left_hosts"] if h not in known]
+        hostvars = (task_vars or {}).get("hostvars", {})
+        args["nodes"] = args["nodes"] + left_entries(left, hostvars, args.get("head"))
         try:
             result.update(make_report(args, time.time(), check_mode=bool(self._task.check_mode)))
         except ValueError as exc:

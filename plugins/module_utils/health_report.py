@@ -22,7 +22,9 @@ from ansible_collections.raygate.cluster.plugins.module_utils.checks import STAT
 
 SOURCES = ("gpu_health", "nccl_test", "nccl_pairs")
 ROLES = ("head", "worker")
-NODE_STATUSES = ("checked", "skipped")
+NODE_STATUSES = ("checked", "skipped", "unreachable", "failed")
+# A node that left the run before or during the gate: one failing check says why.
+LEFT_CHECKS = {"unreachable": "reachable", "failed": "run"}
 # Prometheus encoding of a check status (documented in the metric's HELP).
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "skip": -1}
 FILES = (
@@ -101,12 +103,20 @@ def _check(host, raw):
     }
 
 
+def _made_check(name, detail):
+    """A failing check the report makes itself (source health_report, not one of SOURCES)."""
+    return {"name": name, "status": "fail", "detail": detail, "value": None, "threshold": None,
+            "source": "health_report"}  # fmt: skip
+
+
 def normalize_nodes(nodes):
     """Validate the gate's input and return plain copies of the nodes, in the order given.
 
-    Each node: ``{host, role: head|worker, address, status: checked|skipped, skip_reason, checks}``.
+    Each node: ``{host, role: head|worker, address, status, skip_reason, error, checks}``, status
+    one of checked, skipped, unreachable (it did not answer), failed (a step failed on it).
     A checked node without any check result gets one failing ``checks`` check (source
-    ``health_report``): a node whose checks did not run must not pass the gate.
+    ``health_report``): a node whose checks did not run must not pass the gate. An unreachable
+    or failed node gets one failing ``reachable`` or ``run`` check whose detail is its error.
     Raises ValueError naming the node on any malformed entry or duplicate host or check.
     """
     if not isinstance(nodes, list) or not nodes:
@@ -130,10 +140,11 @@ def normalize_nodes(nodes):
         dupes = sorted(set(k for k in keys if keys.count(k) > 1))
         if dupes:
             raise ValueError("node %s: check %s from %s appears more than once" % ((host,) + dupes[0]))
-        if status == "checked" and not checks:
-            detail = "no check results were given for this node"
-            checks = [{"name": "checks", "status": "fail", "detail": detail, "value": None, "threshold": None}]
-            checks[0]["source"] = "health_report"  # not one of SOURCES: the report made it
+        if status in LEFT_CHECKS:
+            detail = str(raw.get("error") or "no error was recorded")
+            checks = [_made_check(LEFT_CHECKS[status], detail)]
+        elif status == "checked" and not checks:
+            checks = [_made_check("checks", "no check results were given for this node")]
         out.append(
             {
                 "host": host,

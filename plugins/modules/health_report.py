@@ -67,11 +67,17 @@ options:
         description:
           - V(checked) when the checks ran on this run; V(skipped) for a running member that was
             not re-checked (counted healthy, its O(nodes[].checks) are only recorded).
+          - V(unreachable) for a node that did not answer, V(failed) for one where a step failed
+            before its checks were done. Either is unhealthy, with one failing check (V(reachable)
+            or V(run)) whose detail is O(nodes[].error).
         type: str
         default: checked
-        choices: [checked, skipped]
+        choices: [checked, skipped, unreachable, failed]
       skip_reason:
         description: Why the node was not re-checked.
+        type: str
+      error:
+        description: Why an unreachable or failed node left the run (the last error seen).
         type: str
       checks:
         description:
@@ -80,6 +86,16 @@ options:
         type: list
         elements: dict
         default: []
+  left_hosts:
+    description:
+      - Inventory hosts that left the run before the gate (they did not answer, or a step failed
+        on them). Each is reported V(unreachable) or V(failed) with the error it left in its host
+        variable C(raygate_out) (C({status, task, error})); a host without it stopped answering
+        during a step. Hosts already in O(nodes) are ignored.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
   head:
     description:
       - Inventory host of the Ray head. Defaults to the node whose O(nodes[].role) is V(head).

@@ -75,6 +75,30 @@ def test_worker_left_out_but_enough_remain_is_ok_and_named():
     assert r["message"].endswith("; left out: n2")
 
 
+def test_unreachable_and_failed_nodes_are_unhealthy_with_their_error():
+    # A pre-allocation gate must list the node that did not answer, not drop it.
+    nodes = [
+        node("n1", "head"),
+        node("n2", status="unreachable", checks=[], error="ssh: connect to host 10.0.0.2 port 22: No route to host"),
+        node("n3", status="failed", checks=[], error="Check the install: not enough space"),
+        node("n4"),
+    ]
+    r = report(nodes, min_healthy=2)
+    assert r["ok"] is True and r["healthy"] == ["n1", "n4"]
+    assert r["unhealthy"] == {
+        "n2": ["reachable: ssh: connect to host 10.0.0.2 port 22: No route to host"],
+        "n3": ["run: Check the install: not enough space"],
+    }
+    assert [n["status"] for n in r["nodes"]] == ["checked", "unreachable", "failed", "checked"]
+    assert r["message"].endswith("; left out: n2, n3")
+    assert "n2" not in hr.render_healthy_hosts(r) and "n2" in hr.render_markdown(r)
+
+
+def test_unreachable_node_ignores_check_results_and_needs_no_error():
+    r = report([node("n1", "head"), node("n2", status="unreachable")])
+    assert r["unhealthy"]["n2"] == ["reachable: no error was recorded"]
+
+
 def test_head_unhealthy_and_too_few_names_both():
     r = report([node("n1", "head", [XID]), node("n2")], min_healthy=2)
     assert r["message"].startswith("health gate failed: head n1 is unhealthy (xid: ")

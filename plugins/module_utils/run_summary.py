@@ -1,0 +1,121 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The end of every raygate play: which nodes are in, which are out and why, and the result.
+
+Pure functions over what each node's play left behind (``raygate_run_ok``, ``raygate_out``);
+the action plugin ``raygate.cluster.run_summary`` adds a connection probe for nodes that left
+without saying why, writes the JSON and turns the result into the play's exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+# What each playbook promises: the head is needed for a cluster (site, scale, upgrade), or
+# every node must be done (teardown, remove_node: a later run finishes the job).
+PLAYBOOKS = {
+    "site": "cluster",
+    "scale": "cluster",
+    "upgrade": "cluster",
+    "health": "gate",
+    "teardown": "cleanup",
+    "remove_node": "cleanup",
+}
+OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped")
+# Exit status: rc 0 unless the result is one of these, which fail the play (rc 2).
+FAILING = ("no_cluster", "gate_failed", "incomplete")
+
+
+def probe(address, port=22, timeout=5.0):
+    """None when ``address:port`` accepts a TCP connection, else the error (why SSH failed)."""
+    try:
+        socket.create_connection((address, int(port)), timeout=timeout).close()
+        return None
+    except OSError as exc:
+        return "%s:%s: %s" % (address, port, exc.strerror or str(exc) or exc.__class__.__name__)
+
+
+def _out_entry(node, probe_error):
+    out = node.get("out")
+    if out:
+        status = out.get("status") if out.get("status") in OUT_STATUSES else "failed"
+        return {"status": status, "task": out.get("task") or "", "error": str(out.get("error") or "")}
+    if probe_error is None:
+        # It answers now: the run stopped before this node was done (the head left, or a step
+        # that ran once for all failed).
+        return {"status": "stopped", "task": "", "error": "the run ended before this node was done"}
+    return {"status": "unreachable", "task": "", "error": "stopped answering during the run; now: %s" % probe_error}
+
+
+def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
+    """The run's result from each node's outcome.
+
+    ``nodes``: ``[{host, role, address, ok, out: {status, task, error} | None}]``;
+    ``probes``: ``{host: error | None}`` for nodes that are neither ok nor out;
+    ``gate_message``: the health gate's verdict when it failed.
+    Result: ``complete`` (every node in), ``degraded`` (a cluster, named nodes out),
+    ``no_cluster`` (site/scale/upgrade without the head), ``gate_failed`` (health.yml's verdict
+    failed), ``incomplete`` (teardown/remove_node could not finish every node).
+    """
+    if playbook not in PLAYBOOKS:
+        raise ValueError("playbook %r is not one of %s" % (playbook, ", ".join(sorted(PLAYBOOKS))))
+    kind = PLAYBOOKS[playbook]
+    probes = probes or {}
+    done, out = [], {}
+    for node in nodes:
+        if node.get("ok"):
+            done.append(node["host"])
+        else:
+            out[node["host"]] = _out_entry(node, probes.get(node["host"]))
+    if kind == "cleanup":
+        result = "incomplete" if out else "complete"
+    elif gate_message:
+        result = "no_cluster" if kind == "cluster" else "gate_failed"
+    elif kind == "cluster" and head in out:
+        result = "no_cluster"
+    else:
+        result = "degraded" if out else "complete"
+    return {
+        "playbook": playbook,
+        "result": result,
+        "failed": result in FAILING,
+        "head": head,
+        "in": done,
+        "out": out,
+        "message": _message(playbook, result, head, done, out, gate_message),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+    }
+
+
+def describe(host, entry):
+    where = " at %r" % entry["task"] if entry["task"] else ""
+    return "%s %s%s: %s" % (host, entry["status"], where, entry["error"] or "no error recorded")
+
+
+def _message(playbook, result, head, done, out, gate_message):
+    total = len(done) + len(out)
+    outs = "; ".join(describe(h, e) for h, e in out.items())
+    if result == "complete":
+        return "%s: every node is %s (%d of %d)" % (
+            playbook,
+            "done" if PLAYBOOKS[playbook] == "cleanup" else "in",
+            len(done),
+            total,
+        )
+    if result == "incomplete":
+        return "%s: %d of %d nodes done; not done: %s. Run it again once they answer." % (
+            playbook, len(done), total, outs)  # fmt: skip
+    if result == "no_cluster":
+        why = gate_message or describe(head, out.get(head, {"status": "out", "task": "", "error": ""}))
+        return "%s: no cluster: %s" % (playbook, why) + ("; also out: %s" % outs if outs and not gate_message else "")
+    if result == "gate_failed":
+        return "%s: %s" % (playbook, gate_message)
+    return "%s: %d of %d nodes in; out: %s" % (playbook, len(done), total, outs)
+
+
+def render(summary):
+    return json.dumps(summary, indent=2, sort_keys=True) + "\n"

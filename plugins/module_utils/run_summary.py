@@ -20,14 +20,15 @@ import time
 PLAYBOOKS = {
     "site": "cluster",
     "scale": "cluster",
-    "upgrade": "cluster",
+    # A failed upgrade rolls back: the cluster may well run, on the old version.
+    "upgrade": "upgrade",
     "health": "gate",
     "teardown": "cleanup",
     "remove_node": "cleanup",
 }
 OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped")
 # Exit status: rc 0 unless the result is one of these, which fail the play (rc 2).
-FAILING = ("no_cluster", "gate_failed", "incomplete")
+FAILING = ("no_cluster", "gate_failed", "incomplete", "failed")
 
 
 def probe(address, port=22, timeout=5.0):
@@ -59,7 +60,8 @@ def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
     ``gate_message``: the health gate's verdict when it failed.
     Result: ``complete`` (every node in), ``degraded`` (a cluster, named nodes out),
     ``no_cluster`` (site/scale/upgrade without the head), ``gate_failed`` (health.yml's verdict
-    failed), ``incomplete`` (teardown/remove_node could not finish every node).
+    failed), ``incomplete`` (teardown/remove_node could not finish every node), ``failed``
+    (upgrade.yml did not take; its message says whether the old version runs again).
     """
     if playbook not in PLAYBOOKS:
         raise ValueError("playbook %r is not one of %s" % (playbook, ", ".join(sorted(PLAYBOOKS))))
@@ -74,9 +76,11 @@ def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
     if kind == "cleanup":
         result = "incomplete" if out else "complete"
     elif gate_message:
-        result = "no_cluster" if kind == "cluster" else "gate_failed"
+        result = "no_cluster" if kind in ("cluster", "upgrade") else "gate_failed"
     elif kind == "cluster" and head in out:
         result = "no_cluster"
+    elif kind == "upgrade" and head in out:
+        result = "no_cluster" if out[head]["status"] == "unreachable" else "failed"
     else:
         result = "degraded" if out else "complete"
     return {
@@ -111,9 +115,14 @@ def _message(playbook, result, head, done, out, gate_message):
             playbook, len(done), total, outs)  # fmt: skip
     if result == "no_cluster":
         why = gate_message or describe(head, out.get(head, {"status": "out", "task": "", "error": ""}))
-        return "%s: no cluster: %s" % (playbook, why) + ("; also out: %s" % outs if outs and not gate_message else "")
+        others = "; ".join(describe(h, e) for h, e in out.items() if h != head)
+        return "%s: no cluster: %s" % (playbook, why) + (
+            "; also out: %s" % others if others and not gate_message else ""
+        )
     if result == "gate_failed":
         return "%s: %s" % (playbook, gate_message)
+    if result == "failed":
+        return "%s: failed: %s" % (playbook, out[head]["error"])
     return "%s: %d of %d nodes in; out: %s" % (playbook, len(done), total, outs)
 
 

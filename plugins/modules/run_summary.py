@@ -17,9 +17,10 @@ description:
     (it stopped answering during a step), and writes C(<dest>/<playbook>.json).
   - The result is V(complete) (every node in), V(degraded) (a cluster, or a passed gate, with
     named nodes out), V(no_cluster) (site, scale or upgrade without a working head, or the
-    gate's verdict failed), V(gate_failed) (health.yml's verdict failed) or V(incomplete)
-    (teardown or remove_node could not finish every node; run it again).
-  - The task fails for V(no_cluster), V(gate_failed) and V(incomplete), so C(ansible-playbook)
+    gate's verdict failed), V(gate_failed) (health.yml's verdict failed), V(incomplete)
+    (teardown or remove_node could not finish every node; run it again) or V(failed)
+    (upgrade.yml did not take; the message says whether every node runs the old version again).
+  - The task fails for V(no_cluster), V(gate_failed), V(incomplete) and V(failed), so C(ansible-playbook)
     exits 2 for those and 0 for V(complete) and V(degraded); the file tells those two apart.
   - This is an action plugin; it runs on the controller only.
 author:
@@ -71,7 +72,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 result:
-  description: V(complete), V(degraded), V(no_cluster), V(gate_failed) or V(incomplete).
+  description: V(complete), V(degraded), V(no_cluster), V(gate_failed), V(incomplete) or V(failed).
   returned: always
   type: str
   sample: degraded

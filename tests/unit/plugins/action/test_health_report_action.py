@@ -151,3 +151,106 @@ def test_the_roles_shape_is_accepted(tmp_path):
     junit = ET.parse(str(tmp_path / "r" / "junit.xml")).getroot()
     names = [p.get("name") for p in junit.find("testsuite/properties")]
     assert "skip_reason" not in names
+
+
+# ---- nodes that left the run before the gate (left_hosts) ---------------------------------
+
+
+def test_left_entries_an_unreachable_node_keeps_its_status_and_task():
+    hv = {"node4": {"raygate_out": {"status": "unreachable", "task": "preflight", "error": "ssh timed out"}}}
+    [entry] = action.left_entries(["node4"], hv, "node1")
+    assert entry == {
+        "host": "node4",
+        "role": "worker",
+        "address": "node4",
+        "status": "unreachable",
+        "error": "preflight: ssh timed out",
+        "checks": [],
+    }
+
+
+def test_left_entries_a_failed_node_stays_failed():
+    hv = {"node4": {"raygate_out": {"status": "failed", "task": "install ray", "error": "pip exited 1"}}}
+    [entry] = action.left_entries(["node4"], hv, "node1")
+    assert (entry["status"], entry["error"]) == ("failed", "install ray: pip exited 1")
+
+
+@pytest.mark.parametrize("status", ["unhealthy", "stopped", "bogus", None])
+def test_left_entries_any_other_status_is_failed(status):
+    hv = {"node4": {"raygate_out": {"status": status, "task": "", "error": "it broke"}}}
+    [entry] = action.left_entries(["node4"], hv, "node1")
+    assert (entry["status"], entry["error"]) == ("failed", "it broke")
+
+
+def test_left_entries_an_out_without_error_says_so():
+    hv = {"node4": {"raygate_out": {"status": "failed", "task": "ray start"}}}
+    assert action.left_entries(["node4"], hv, "node1")[0]["error"] == "ray start: no error recorded"
+
+
+@pytest.mark.parametrize("hv", [{}, {"node4": {}}, {"node4": {"raygate_out": None}}])
+def test_left_entries_a_node_without_raygate_out_stopped_answering(hv):
+    [entry] = action.left_entries(["node4"], hv, "node1")
+    assert (entry["status"], entry["error"]) == ("unreachable", "stopped answering during the run")
+
+
+@pytest.mark.parametrize(
+    "hv, address",
+    [
+        ({"raygate_node_ip": "10.0.0.4", "ansible_host": "192.0.2.4"}, "10.0.0.4"),
+        ({"ansible_host": "192.0.2.4"}, "192.0.2.4"),
+        ({}, "node4"),
+    ],
+)
+def test_left_entries_address(hv, address):
+    assert action.left_entries(["node4"], {"node4": hv}, "node1")[0]["address"] == address
+
+
+def test_left_entries_roles_and_order():
+    entries = action.left_entries(["node3", "node1"], {}, "node1")
+    assert [(e["host"], e["role"]) for e in entries] == [("node3", "worker"), ("node1", "head")]
+
+
+def run_action_with_hostvars(args, hostvars):
+    task = MagicMock()
+    task.args = args
+    task.check_mode = False
+    task.async_val = 0
+    task.action = "raygate.cluster.health_report"
+    connection = MagicMock()
+    connection._shell.tmpdir = None
+    plugin = action.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    return plugin.run(task_vars={"hostvars": hostvars})
+
+
+def test_run_reports_left_hosts_and_ignores_those_already_in_nodes(tmp_path):
+    hostvars = {
+        "node2": {"raygate_out": {"status": "failed", "task": "never", "error": "must not be used"}},
+        "node4": {
+            "raygate_node_ip": "10.0.0.4",
+            "raygate_out": {"status": "unreachable", "task": "preflight", "error": "ssh timed out"},
+        },
+        "node5": {"ansible_host": "10.0.0.5"},
+    }
+    args = {"nodes": nodes(), "left_hosts": ["node4", "node2", "node5"], "dest": str(tmp_path), "run_id": "r"}
+    res = run_action_with_hostvars(args, hostvars)
+    assert res["healthy"] == ["node1", "node3"]
+    assert res["unhealthy"] == {
+        "node2": ["xid: Xid 79"],
+        "node4": ["reachable: preflight: ssh timed out"],
+        "node5": ["reachable: stopped answering during the run"],
+    }
+    saved = json.loads((tmp_path / "r" / "report.json").read_text())
+    by_host = {n["host"]: n for n in saved["nodes"]}
+    assert [n["host"] for n in saved["nodes"]] == ["node1", "node2", "node3", "node4", "node5"]
+    assert (by_host["node4"]["status"], by_host["node4"]["address"]) == ("unreachable", "10.0.0.4")
+    assert (by_host["node5"]["status"], by_host["node5"]["address"]) == ("unreachable", "10.0.0.5")
+    assert by_host["node2"]["status"] == "checked"
+
+
+def test_run_with_the_head_left_fails_the_gate_naming_why(tmp_path):
+    hostvars = {"node1": {"raygate_out": {"status": "failed", "task": "ray start", "error": "port in use"}}}
+    args = {"nodes": nodes()[1:], "head": "node1", "left_hosts": ["node1"], "dest": str(tmp_path), "run_id": "r"}
+    res = run_action_with_hostvars(args, hostvars)
+    assert (res["ok"], res["head_healthy"]) == (False, False)
+    assert res["unhealthy"]["node1"] == ["run: ray start: port in use"]
+    assert res["message"].startswith("health gate failed: head node1 is unhealthy (run: ray start: port in use)")

@@ -12,7 +12,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files, node_step, ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils import files, install_step, node_step, ray_procs
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 from ansible_collections.raygate.cluster.plugins.modules import nccl_env, node_steps, ray_firewall, ray_install
 
@@ -34,6 +34,12 @@ def no_ray_here(monkeypatch):
     monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [])
     # The ray_firewall cases with boot: true run as if systemd were the init system here.
     monkeypatch.setattr(files, "systemd_booted", lambda: True)
+
+
+@pytest.fixture(autouse=True)
+def plenty_of_disk(monkeypatch):
+    # The ray_install cases rerun here report free_mb: give them a fixed 100 GiB, not this disk's.
+    monkeypatch.setattr(install_step, "free_bytes", lambda path: 100 * 2**30)
 
 
 def load(name):

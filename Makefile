@@ -112,6 +112,10 @@ lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog
 sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster
 	tests/sanity/run.sh
 
+.PHONY: artifact
+artifact: bootstrap  ## build the tarball, check its contents, install it and test the installed copy, galaxy-importer
+	tests/artifact/check.sh
+
 .PHONY: units
 units: bootstrap  ## unit tests (no root, no network)
 	$(BIN)/pytest -q tests/unit tests/sandbox/test_sim_gpu.py
@@ -121,11 +125,13 @@ fast: lint units sanity  ## the inner loop: lint, units, sanity
 
 # Each scenario suite owns the sandbox while it runs: one after the other.
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2 and systemd scenarios (root)
-	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd and fault scenarios (root)
+	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
+	  --ignore=tests/integration/faults
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(BIN)/pytest -q tests/integration/day2
 	$(BIN)/pytest -q tests/integration/systemd
+	$(BIN)/pytest -q tests/integration/faults
 
 .PHONY: day2
 day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-2 scenarios on a 4-node sandbox: upgrade, scale, remove_node, re-check (root, ~4 min)
@@ -134,6 +140,10 @@ day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-
 .PHONY: systemd
 systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## scenario systemd: nodes with systemd as PID 1 (root; first run builds the rootfs, ~1.5 min)
 	$(BIN)/pytest -q tests/integration/systemd
+
+.PHONY: faults
+faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
+	$(BIN)/pytest -q tests/integration/faults
 
 .PHONY: test
 test: fast integration  ## everything CI runs

@@ -19,6 +19,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.module_utils.run_summary import failure_of
 
 NODE_SPEC = {
     "host": {"type": "str", "required": True},
@@ -44,12 +45,14 @@ ARGUMENT_SPEC = {
 
 def left_entries(hosts, hostvars, head):
     """Report entries for nodes that left the run before the gate, from what they left in their
-    host variables: ``raygate_out`` ({status, task, error}) when a step failed or the node did
-    not answer at the preflight; none when it stopped answering during a later step."""
+    host variables: ``raygate_out`` ({status, task, error}) when the node did not answer at its
+    first contact, else the registered answer of the step that failed on it (failure_of); neither
+    when it stopped answering in a step that registers nothing."""
     entries = []
     for host in hosts:
         hv = hostvars.get(host, {})
-        out = hv.get("raygate_out") or {"status": "unreachable", "error": "stopped answering during the run"}
+        out = hv.get("raygate_out") or failure_of(hv)
+        out = out or {"status": "unreachable", "error": "stopped answering during the run"}
         error = str(out.get("error") or "no error recorded")
         entries.append(
             {

@@ -41,11 +41,11 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         hostvars = (task_vars or {}).get("hostvars", {})
-        nodes = [self._node(h, hostvars.get(h, {}), args["head"]) for h in args["hosts"]]
+        hvs = {h: hostvars.get(h, {}) for h in args["hosts"]}
+        nodes = [self._node(h, hvs[h], args["head"]) for h in args["hosts"]]
         silent = [n for n in nodes if not n["ok"] and not n["out"]]
-        summary = rs.summarize(
-            args["playbook"], nodes, args["head"], self._probe(silent, args["probe_timeout"]), args["gate_message"]
-        )
+        gate = args["gate_message"] or rs.gate_message(hvs)
+        summary = rs.summarize(args["playbook"], nodes, args["head"], self._probe(silent, args["probe_timeout"]), gate)
         if args["write"] and not self._task.check_mode:
             path = os.path.join(args["dest"], "%s.json" % args["playbook"])
             os.makedirs(args["dest"], exist_ok=True)
@@ -58,7 +58,7 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def _node(host, hv, head):
-        out = hv.get("raygate_out")
+        out = hv.get("raygate_out") or (None if hv.get("raygate_run_ok") else rs.failure_of(hv))
         return {
             "host": host,
             "role": "head" if host == head else "worker",

@@ -31,6 +31,41 @@ OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped")
 FAILING = ("no_cluster", "gate_failed", "incomplete", "failed")
 
 
+# The registered answers of the role's remote steps, and the step each belongs to: a node whose
+# step failed (or stopped answering) leaves the play at once, its answer still registered.
+STEP_RESULTS = (
+    ("raygate_preflight_call", "preflight"),
+    ("raygate_install_call", "install"),
+    ("raygate_env_call", "NCCL environment"),
+    ("raygate_firewall_call", "firewall"),
+    ("raygate_gpu_health", "GPU checks"),
+    ("raygate_nccl_single", "nccl-tests"),
+    ("raygate_node_call", "Ray node"),
+)
+
+
+def failure_of(hostvars):
+    """``{status, task, error}`` from the first registered step answer that failed or was
+    unreachable, or None. Answers a later step ignored on purpose (ignore_errors) do not count."""
+    for name, step in STEP_RESULTS:
+        answer = hostvars.get(name)
+        if not isinstance(answer, dict) or answer.get("skipped") or answer.get("ignored"):
+            continue
+        if answer.get("unreachable") or answer.get("failed"):
+            status = "unreachable" if answer.get("unreachable") else "failed"
+            return {"status": status, "task": step, "error": str(answer.get("msg") or "no message")[:2000]}
+    return None
+
+
+def gate_message(hostvars_by_host):
+    """The health gate's verdict message when it failed on this run, else None."""
+    for hv in hostvars_by_host.values():
+        health = hv.get("raygate_health")
+        if isinstance(health, dict) and health.get("ok") is False and health.get("message"):
+            return str(health["message"])
+    return None
+
+
 def probe(address, port=22, timeout=5.0):
     """None when ``address:port`` accepts a TCP connection, else the error (why SSH failed)."""
     try:

@@ -28,6 +28,14 @@ description:
     C(kern.log) or C(dmesg.txt) (the kernel log), C(dcgmi-diag.json) (C(dcgmi diag -r N -j)),
     C(ibstat.txt) (C(ibstat)) and C(fi_info.txt) (C(fi_info -p efa -t FI_EP_RDM)). A missing file
     makes its checks skip with "not captured"; C(gpudirect_rdma) is not captured.
+requirements:
+  - C(nvidia-smi) (the NVIDIA driver) on the node; without it every GPU check fails with the tool's message
+  - C(dcgmi) (NVIDIA DCGM, its host engine running) for the DCGM diagnostic, only when O(dcgm_diag_level) is
+    above V(0)
+  - for the fabric checks, sysfs (C(sys/class/infiniband) under O(sysfs_root)), with C(ibstat)
+    (infiniband-diags) and C(fi_info) (libfabric, where the EFA installer puts it) when installed
+  - C(journalctl) or C(dmesg) for the Xid check (see O(kernel_log))
+  - none of these with O(capture_dir), which only reads files
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

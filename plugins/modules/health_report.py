@@ -32,6 +32,8 @@ description:
   - It never fails for an unhealthy cluster (the caller shows RV(summary), then fails on RV(ok));
     it fails on malformed arguments.
   - This is an action plugin; it runs on the controller only. Call it once (C(run_once=true)).
+requirements:
+  - runs on the controller; no requirement on the nodes
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

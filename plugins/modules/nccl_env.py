@@ -27,6 +27,10 @@ description:
     inherit it. Optionally also writes NCCL's own O(nccl_conf_path).
   - The list of known variable names, with the versions it was taken from, lives in one data
     file, C(plugins/module_utils/nccl_known.py).
+requirements:
+  - Linux sysfs of the RDMA devices and network interfaces (C(sys/class/infiniband), C(sys/class/net) under
+    O(sysfs_root))
+  - C(fi_info) and C(ibstat) only when installed, to confirm the fabric
 author: raygate maintainers (@raygate)
 extends_documentation_fragment:
   - raygate.cluster.attributes

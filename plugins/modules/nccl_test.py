@@ -27,6 +27,11 @@ description:
     GPUDirect RDMA (C(via NET/IB/0/GDRDMA)) and that NCCL did not fall back to TCP sockets.
   - A failing test makes the node unhealthy in the result; it does not fail the task. A
     missing binary or C(mpirun) is reported the same way. Only bad arguments fail the task.
+requirements:
+  - the nccl-tests program O(binary) (V(all_reduce_perf) by default), built against NCCL, on E(PATH) or in
+    C(/opt/nccl-tests/build) of every node tested; not needed to judge a log given in O(log_path)
+  - with O(mode=pairs), an Open MPI style launcher (O(mpirun)) on the node the module runs on, able to start
+    ranks on every node of O(hosts), and nccl-tests built with MPI support
 author: raygate maintainers (@raygate)
 extends_documentation_fragment:
   - raygate.cluster.attributes

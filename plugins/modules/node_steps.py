@@ -18,6 +18,9 @@ description:
   - Steps that are not given do not run; the given ones run in the order of O(order).
   - All input problems (a step missing from O(order), a token inside O(ray_node)) fail the
     task before any step runs. A step's own options are validated when its turn comes.
+requirements:
+  - those of the modules whose steps are given, M(raygate.cluster.ray_install), M(raygate.cluster.ray_node),
+    M(raygate.cluster.nccl_env) and M(raygate.cluster.ray_firewall)
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

@@ -16,6 +16,10 @@ description:
     timeout it fails naming the hosts of O(expected) that never joined.
   - Run through this collection's action plugin (the default), the waiting loop runs on the
     controller and the play shows progress (nodes and GPUs joined so far) instead of retries.
+requirements:
+  - the host the module runs on (normally the head) reaches O(dashboard_url) over HTTP
+  - with O(auth), the token in O(auth_token_file) on that host
+  - nothing else on the nodes; the waiting loop runs on the controller
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

@@ -23,6 +23,10 @@ description:
     an unknown admin port name or a plan problem fails the task naming the value and the fix.
   - Idempotent. nftables compares a short sha256 of the rendered ruleset, kept as a comment
     in the table; firewalld and ufw compare the rules and entries we own with the desired ones.
+requirements:
+  - the backend's tool on the node, C(nft) (nftables) for V(nftables), C(firewall-cmd) with firewalld running
+    for V(firewalld), C(ufw) for V(ufw); V(auto) needs one of them
+  - systemd (C(systemctl)) for O(boot=true) with nftables
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

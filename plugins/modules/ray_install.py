@@ -24,6 +24,13 @@ description:
     room for the install (see O(min_free_mb)), and fails naming the host, the path, the free
     space and the space needed. An install that fails anyway (a full disk included) removes its
     half-built virtualenv before failing, so C(current) never points at one.
+requirements:
+  - a Python 3 on the node (O(python)) with the C(venv) module and C(ensurepip) (Debian and Ubuntu package
+    C(python3-venv))
+  - pip, which C(venv) puts into the virtualenv, or uv with O(installer=uv), which the module installs into
+    the virtualenv first
+  - Ray's wheels in O(wheelhouse) on the node, or a package index the node can reach
+  - without O(wheelhouse), pip for O(python) itself too (C(pip index versions) checks the version first)
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

@@ -23,6 +23,11 @@ description:
     then verifies that no Ray process, no plan port and no GPU compute process remain.
   - Supervisor V(process) lets C(ray start) daemonize (used in the sandbox). Supervisor
     V(systemd) renders a unit running C(ray start --block) and manages it with systemctl.
+requirements:
+  - Ray installed in O(venv), normally by M(raygate.cluster.ray_install); Ray 2.52 or newer for O(auth)
+  - systemd (C(systemctl)) for O(supervisor=systemd)
+  - Linux (C(/proc) is read to find Ray's processes and who holds a port)
+  - C(nvidia-smi), when installed, to find GPU compute processes left after a stop
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
@@ -200,7 +205,7 @@ options:
       - For a worker with O(state=started), what the head's GCS says of it, when the caller asked
         (M(raygate.cluster.ray_cluster_info)). V(false) means the GCS does not list this node alive
         with its configuration (for example the head was started again after a crash, so the raylet
-        here belongs to a dead session): a running worker is then stopped and started again,
+        here belongs to a dead session); a running worker is then stopped and started again,
         whatever O(restart_on_change) says. Unset, the module judges by the node's own processes.
       - A head is always judged by its own GCS, which must run and accept connections on its port.
     type: bool

@@ -23,6 +23,9 @@ description:
   - The task fails for V(no_cluster), V(gate_failed), V(incomplete) and V(failed), so C(ansible-playbook)
     exits 2 for those and 0 for V(complete) and V(degraded); the file tells those two apart.
   - This is an action plugin; it runs on the controller only.
+requirements:
+  - runs on the controller; no requirement on the nodes (a node that left without a reason only has its SSH
+    port probed)
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

@@ -21,6 +21,8 @@ description:
   - Host-side checks (ephemeral port range, ports already bound) are made by
     M(raygate.cluster.ray_node) in check mode, still before any change.
   - This is an action plugin; it runs on the controller only.
+requirements:
+  - runs on the controller; no requirement on the nodes
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:

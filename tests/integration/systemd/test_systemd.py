@@ -137,6 +137,20 @@ def test_killed_raylet_is_restarted_by_systemd_and_rejoins(cluster):
     assert raylet(1) and raylet(2) == new
 
 
+def test_killed_head_gcs_heals_under_systemd(cluster):
+    # The head's unit restarts the head by itself (a new cluster); one site.yml brings every
+    # worker of the dead session back into it, as under the process supervisor.
+    old = raylet(1)
+    rc, out = node(1, "pkill -KILL -x gcs_server")
+    assert rc == 0, out
+    wait_until("a new raylet on the head", lambda: (raylet(1) or 0) not in (0, old) and raylet(1))
+    rc, out = play(cluster, "site.yml")
+    assert rc == 0, out[-4000:]
+    wait_until("every node alive in the new cluster", lambda: alive_ips() == sorted(NODES.values()))
+    assert all(unit(index)["active"] == "active" for index in NODES)
+    site_changes_nothing(cluster)
+
+
 def test_rebooted_node_comes_back_firewalled_and_rejoins(cluster):
     head_before = raylet(1)
     rc, out = run([SANDBOX, "reboot", "2"], timeout=600)

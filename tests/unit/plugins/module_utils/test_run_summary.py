@@ -256,3 +256,26 @@ def test_probe_of_a_closed_port_names_the_address_and_port():
     assert isinstance(error, str)
     assert error.startswith("127.0.0.1:%d: " % port)
     assert len(error) > len("127.0.0.1:%d: " % port)
+
+
+def test_failure_of_takes_the_step_that_failed():
+    hv = {
+        "raygate_preflight_call": {"changed": False},
+        "raygate_install_call": {"failed": True, "msg": "node3: not enough space"},
+        "raygate_node_call": {"skipped": True},
+    }
+    assert rs.failure_of(hv) == {"status": "failed", "task": "install", "error": "node3: not enough space"}
+
+
+def test_failure_of_reports_unreachable_and_ignores_ignored_or_clean_answers():
+    assert (
+        rs.failure_of({"raygate_node_call": {"unreachable": True, "msg": "ssh: no route"}})["status"] == "unreachable"
+    )
+    assert rs.failure_of({"raygate_node_call": {"failed": True, "ignored": True, "msg": "x"}}) is None
+    assert rs.failure_of({"raygate_node_call": {"changed": True}, "other": {"failed": True}}) is None
+
+
+def test_gate_message_finds_a_failed_verdict_only():
+    assert rs.gate_message({"n1": {"raygate_health": {"ok": True, "message": "passed"}}}) is None
+    failed = {"n1": {}, "n2": {"raygate_health": {"ok": False, "message": "health gate failed: head n1 is unhealthy"}}}
+    assert rs.gate_message(failed) == "health gate failed: head n1 is unhealthy"

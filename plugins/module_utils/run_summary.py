@@ -46,10 +46,11 @@ STEP_RESULTS = (
 
 def failure_of(hostvars):
     """``{status, task, error}`` from the first registered step answer that failed or was
-    unreachable, or None. Answers a later step ignored on purpose (ignore_errors) do not count."""
+    unreachable, or None. Only for a node that did not get through the run: one that did may
+    carry an answer a step ignored on purpose (ignore_errors)."""
     for name, step in STEP_RESULTS:
         answer = hostvars.get(name)
-        if not isinstance(answer, dict) or answer.get("skipped") or answer.get("ignored"):
+        if not isinstance(answer, dict) or answer.get("skipped"):
             continue
         if answer.get("unreachable") or answer.get("failed"):
             status = "unreachable" if answer.get("unreachable") else "failed"

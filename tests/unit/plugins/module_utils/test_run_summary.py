@@ -267,11 +267,10 @@ def test_failure_of_takes_the_step_that_failed():
     assert rs.failure_of(hv) == {"status": "failed", "task": "install", "error": "node3: not enough space"}
 
 
-def test_failure_of_reports_unreachable_and_ignores_ignored_or_clean_answers():
+def test_failure_of_reports_unreachable_and_ignores_clean_answers():
     assert (
         rs.failure_of({"raygate_node_call": {"unreachable": True, "msg": "ssh: no route"}})["status"] == "unreachable"
     )
-    assert rs.failure_of({"raygate_node_call": {"failed": True, "ignored": True, "msg": "x"}}) is None
     assert rs.failure_of({"raygate_node_call": {"changed": True}, "other": {"failed": True}}) is None
 
 

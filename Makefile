@@ -146,7 +146,7 @@ faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and
 	$(BIN)/pytest -q tests/integration/faults
 
 .PHONY: test
-test: fast integration  ## everything CI runs
+test: fast artifact integration  ## everything CI runs
 
 .PHONY: clean
 clean:  ## remove build outputs (not the venv or the wheelhouse)

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Test the built artifact, not the checkout: build the collection tarball, refuse generated or
+# secret files in it, install it like any Galaxy collection into a clean collections path, use it
+# from there only (ansible-doc, syntax checks of the FQCN playbooks, one ad-hoc module run), then
+# run Galaxy's own importer on it and fail on any error or lint warning that is not allowed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+venv=${VENV:-$root/.venv}
+here=$root/tests/artifact
+dist=$root/.build/dist
+installed=$root/.build/installed
+importer_venv=$root/.build/importer-venv
+# Pinned, so the lint rules (its own ansible-lint) change only when this line does.
+GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
+MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
+  health_report node_steps run_summary)
+FILTERS=(port_plan plan_ports version_mismatch_table)
+PLAYBOOKS=(site health teardown)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# An empty configuration: the checkout's ansible.cfg points at the checkout. (ansible-core 2.19
+# refuses ANSIBLE_CONFIG=/dev/null for its missing extension.)
+: >"$tmp/ansible.cfg"
+step() { printf '\n== %s\n' "$*"; }
+die() {
+  printf 'FAIL: %s\n' "$*" >&2
+  exit 1
+}
+
+# ---- (a) build ----------------------------------------------------------------------------
+step "build"
+version=$("$venv/bin/python" -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])')
+tarball=$dist/raygate-cluster-$version.tar.gz
+rm -f "$dist"/raygate-cluster-*.tar.gz
+"$venv/bin/ansible-galaxy" collection build --force --output-path "$dist" . >/dev/null
+[ -f "$tarball" ] || die "ansible-galaxy did not build $tarball"
+echo "$tarball ($(du -k "$tarball" | cut -f1) KiB)"
+
+# ---- (b) nothing generated or secret in it ------------------------------------------------
+step "contents"
+tar -tzf "$tarball" | sed -e 's|^\./||' -e 's|/$||' | sort -u >"$tmp/files"
+echo "$(wc -l <"$tmp/files") entries"
+# Paths are relative to the collection root; a name is the last path component.
+bad=$(awk -F/ '
+  $0 ~ /^(artifacts|\.build|\.venv|bench|tests\/output)(\/|$)/ { print; next }
+  $0 ~ /^molecule\/[^\/]+\/artifacts(\/|$)/ { print; next }
+  $0 ~ /(^|\/)(__pycache__|\.pytest_cache|\.ruff_cache)(\/|$)/ { print; next }
+  $NF ~ /\.pyc$/ || $NF == ".raygate_auth_token" || tolower($NF) ~ /token/ { print }
+' "$tmp/files")
+# Anything git ignores is generated or local by definition (.hypothesis, .ansible, ...).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  ignored=$(grep -v -x -e MANIFEST.json -e FILES.json "$tmp/files" | git check-ignore --stdin || true)
+  bad=$(printf '%s\n%s\n' "$bad" "$ignored" | sed '/^$/d' | sort -u)
+fi
+if [ -n "$bad" ]; then
+  printf '%s\n' "$bad" | sed 's/^/  /' >&2
+  die "the tarball holds generated or secret files (above); add them to build_ignore in galaxy.yml"
+fi
+echo "no generated or secret files"
+
+# ---- (c) install it into a clean collections path -----------------------------------------
+step "install into ${installed#"$root"/}"
+rm -rf "$installed"
+ANSIBLE_CONFIG=$tmp/ansible.cfg ANSIBLE_COLLECTIONS_PATH=$installed \
+  "$venv/bin/ansible-galaxy" collection install --force -p "$installed" "$tarball" >/dev/null
+coll=$installed/ansible_collections/raygate/cluster
+[ -f "$coll/MANIFEST.json" ] || die "no MANIFEST.json in $coll"
+[ ! -L "$coll" ] || die "$coll is a link, not an installed copy"
+
+# ---- (d) use the installed copy only ------------------------------------------------------
+step "use the installed copy (ansible-doc, syntax checks, an ad-hoc module run)"
+(
+  export ANSIBLE_COLLECTIONS_PATH=$installed ANSIBLE_CONFIG=$tmp/ansible.cfg
+  export ANSIBLE_LOCAL_TEMP=$tmp/ansible-local ANSIBLE_HOME=$tmp/ansible-home
+  unset ANSIBLE_COLLECTIONS_PATHS ANSIBLE_ROLES_PATH ANSIBLE_LIBRARY ANSIBLE_FILTER_PLUGINS ANSIBLE_ACTION_PLUGINS
+  cd "$tmp" # no ./collections or ./ansible.cfg of the checkout in reach
+  # Where the plugins come from: the installed tree, never the checkout.
+  found=$("$venv/bin/ansible-doc" --json raygate.cluster.nccl_test |
+    "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["raygate.cluster.nccl_test"]["doc"]["filename"])')
+  case $found in
+    "$coll"/*) ;;
+    *) die "ansible-doc read nccl_test from $found, not from $coll" ;;
+  esac
+  for m in "${MODULES[@]}"; do
+    "$venv/bin/ansible-doc" "raygate.cluster.$m" >/dev/null || die "ansible-doc raygate.cluster.$m"
+  done
+  for f in "${FILTERS[@]}"; do
+    "$venv/bin/ansible-doc" -t filter "raygate.cluster.$f" >/dev/null || die "ansible-doc -t filter raygate.cluster.$f"
+  done
+  "$venv/bin/ansible-doc" -t role raygate.cluster.raygate >/dev/null || die "ansible-doc -t role raygate.cluster.raygate"
+  echo "ansible-doc: ${#MODULES[@]} modules, ${#FILTERS[@]} filters, the role"
+  for p in "${PLAYBOOKS[@]}"; do
+    "$venv/bin/ansible-playbook" -i localhost, --syntax-check "raygate.cluster.$p" >/dev/null ||
+      die "ansible-playbook --syntax-check raygate.cluster.$p"
+  done
+  echo "syntax-check: ${PLAYBOOKS[*]/#/raygate.cluster.}"
+  # A small healthy single-node all_reduce_perf log (8 x H100, sizes up to 16G) for nccl_test to judge.
+  cat >"$tmp/all_reduce_perf.log" <<'EOF'
+# nThread 1 nGpus 8 minBytes 4294967296 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  20001 on      node1 device  0 [0x18] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  20001 on      node1 device  1 [0x2a] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  20001 on      node1 device  2 [0x3a] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  20001 on      node1 device  3 [0x5d] NVIDIA H100 80GB HBM3
+#  Rank  4 Group  0 Pid  20001 on      node1 device  4 [0x9a] NVIDIA H100 80GB HBM3
+#  Rank  5 Group  0 Pid  20001 on      node1 device  5 [0xab] NVIDIA H100 80GB HBM3
+#  Rank  6 Group  0 Pid  20001 on      node1 device  6 [0xba] NVIDIA H100 80GB HBM3
+#  Rank  7 Group  0 Pid  20001 on      node1 device  7 [0xdb] NVIDIA H100 80GB HBM3
+node1:20001:20040 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
+node1:20001:20040 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+node1:20001:20047 [7] NCCL INFO Channel 00/0 : 7[7] -> 0[0] via P2P/CUMEM/read
+node1:20001:20040 [0] NCCL INFO comm 0x5600 rank 0 nranks 8 cudaDev 0 busId 18000 - Init COMPLETE
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+  4294967296    1073741824     float     sum      -1   15800.3  271.83  475.70      0   15799.1  271.85  475.74      0
+  8589934592    2147483648     float     sum      -1   31297.9  274.46  480.30      0   31301.0  274.43  480.25      0
+ 17179869184    4294967296     float     sum      -1   62388.0  275.37  481.90      0   62391.2  275.35  481.86      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 479.27
+#
+EOF
+  # Ad-hoc output (the minimal callback): 'localhost | SUCCESS => {' and the result as JSON.
+  ANSIBLE_NOCOLOR=1 "$venv/bin/ansible" localhost -i localhost, -c local \
+    -e "ansible_python_interpreter=$venv/bin/python" \
+    -m raygate.cluster.nccl_test -a "log_path=$tmp/all_reduce_perf.log" >"$tmp/adhoc.out" ||
+    { cat "$tmp/adhoc.out" >&2; die "ansible localhost -m raygate.cluster.nccl_test failed"; }
+  "$venv/bin/python" - "$tmp/adhoc.out" <<'EOF'
+import json, sys
+
+text = open(sys.argv[1]).read()
+head, sep, body = text.partition(" => ")
+if not sep or not head.startswith("localhost | "):
+    sys.exit("unexpected ad-hoc output:\n" + text)
+state = head[len("localhost | ") :].strip()
+res = json.loads(body)
+problems = []
+if state != "SUCCESS" or res.get("failed"):
+    problems.append("the task is %s: %s" % (state, res.get("msg")))
+if res.get("changed"):
+    problems.append("judging a log reported a change")
+if res.get("verdict") != "pass" or res.get("healthy") is not True:
+    problems.append("verdict %r, healthy %r" % (res.get("verdict"), res.get("healthy")))
+if not res.get("checks"):
+    problems.append("no checks returned")
+for c in res.get("checks") or []:
+    if c.get("status") != "pass":
+        problems.append("check %s is %s: %s" % (c.get("name"), c.get("status"), c.get("detail")))
+if problems:
+    sys.exit("nccl_test from the installed copy: " + "; ".join(problems))
+print("ad-hoc nccl_test: ok, verdict pass, busbw %s GB/s" % res.get("busbw"))
+EOF
+)
+
+# ---- (e) Galaxy's importer ----------------------------------------------------------------
+step "galaxy-importer"
+# Its own venv: it pins its own ansible-core and ansible-lint.
+importer_version() {
+  "$importer_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("galaxy-importer"))' 2>/dev/null || true
+}
+if [ "$(importer_version)" != "$GALAXY_IMPORTER_VERSION" ]; then
+  rm -rf "$importer_venv"
+  python3 -m venv "$importer_venv"
+  "$importer_venv/bin/pip" install -q --disable-pip-version-check "galaxy-importer==$GALAXY_IMPORTER_VERSION"
+fi
+echo "galaxy-importer $(importer_version)"
+cat >"$tmp/galaxy-importer.cfg" <<'EOF'
+[galaxy-importer]
+# What runs without containers or network: ansible-doc and an offline ansible-lint.
+run_ansible_doc = True
+run_ansible_lint = True
+offline_ansible_lint = True
+run_ansible_test = False
+ansible_test_local_image = False
+local_image_docker = False
+run_flake8 = False
+check_changelog = True
+EOF
+mkdir -p "$tmp/importer-tmp"
+echo "tmp_root_dir = $tmp/importer-tmp" >>"$tmp/galaxy-importer.cfg"
+status=0
+(
+  cd "$tmp"
+  env -u ANSIBLE_COLLECTIONS_PATH -u ANSIBLE_CONFIG -u ANSIBLE_COLLECTIONS_PATHS \
+    PATH="$importer_venv/bin:$PATH" GALAXY_IMPORTER_CONFIG="$tmp/galaxy-importer.cfg" \
+    HOME="$tmp/importer-home" ANSIBLE_HOME="$tmp/importer-home/.ansible" \
+    "$importer_venv/bin/python" -m galaxy_importer.main "$tarball"
+) >"$tmp/importer.log" 2>&1 || status=$?
+# The allowlist: one fixed string per line (the rest of the line after ' # ' is the reason).
+allow=$here/importer-allow.txt
+sed -e 's/[[:space:]]\+#[[:space:]].*$//' -e '/^[[:space:]]*#/d' -e '/^[[:space:]]*$/d' "$allow" 2>/dev/null >"$tmp/allow" || true
+grep -E '(^|[^A-Za-z])ERROR|WARNING:' "$tmp/importer.log" >"$tmp/problems" || true
+if [ -s "$tmp/allow" ]; then
+  grep -v -F -f "$tmp/allow" "$tmp/problems" >"$tmp/left" || true
+else
+  cp "$tmp/problems" "$tmp/left"
+fi
+if [ "$(wc -l <"$tmp/problems")" != "$(wc -l <"$tmp/left")" ]; then
+  echo "allowed (tests/artifact/importer-allow.txt):"
+  grep -F -f "$tmp/allow" "$tmp/problems" | sed 's/^/  /'
+fi
+if [ "$status" -ne 0 ] || [ -s "$tmp/left" ] || ! grep -q 'Importer processing completed successfully' "$tmp/importer.log"; then
+  if [ -s "$tmp/left" ]; then
+    echo "not allowed:" >&2
+    sed 's/^/  /' "$tmp/left" >&2
+  else
+    tail -n 30 "$tmp/importer.log" >&2
+  fi
+  die "galaxy-importer: exit status $status, $(wc -l <"$tmp/left") error or warning line(s) (above)"
+fi
+echo "galaxy-importer: imported; no error or warning outside the allowlist"
+step "artifact ok: $tarball"

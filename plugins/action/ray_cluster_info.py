@@ -4,9 +4,10 @@
 
 """Wait for a Ray cluster from the controller, printing progress instead of retries.
 
-The module asks the state API once per call; this plugin repeats the call on the
+The module asks the state API once per call; this plugin validates the options on the
+controller (the module's own spec, module_utils/cluster.py), then repeats the call on the
 controller's monotonic clock and prints a line whenever the number of nodes or GPUs
-changes (and every ``progress_every`` seconds), so a slow join shows what it is waiting
+changes (and every ``PROGRESS_EVERY`` seconds), so a slow join shows what it is waiting
 for and a timeout names the hosts that never joined.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.raygate.cluster.plugins.module_utils.cluster import waiting_message
+from ansible_collections.raygate.cluster.plugins.module_utils.cluster import ARGUMENT_SPEC, waiting_message, wants_wait
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
 display = Display()
@@ -29,14 +30,17 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
-        wants_wait = args.get("wait", True) and (int(args.get("wait_nodes") or 0) or float(args.get("wait_gpus") or 0))
-        if not wants_wait or self._task.check_mode:
-            result.update(self._execute_module(MODULE, module_args=args, task_vars=task_vars))
+        # Types, defaults and choices as the module has them ("no" is false); a bad value fails here,
+        # in the validator's words, before the module is called.
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        # The module gets the task's arguments as written and validates them with the same spec on
+        # its host (a path option expands there, not on the controller); it answers once per call.
+        once = dict(self._task.args)
+        if not wants_wait(args) or self._task.check_mode:
+            result.update(self._execute_module(MODULE, module_args=once, task_vars=task_vars))
             return result
-        timeout = float(args.get("wait_timeout", 300))
-        interval = float(args.get("wait_sleep", 1.0))
-        once = dict(args, wait=False)
+        timeout = args["wait_timeout"]
+        interval = args["wait_sleep"]
         host = task_vars.get("inventory_hostname", "?") if task_vars else "?"
         shown = {"key": None, "at": 0.0}
 

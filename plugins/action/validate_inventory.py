@@ -26,6 +26,14 @@ KEYS = (
     "python_version_match_level",
 )
 
+# Mirrors the options in plugins/modules/validate_inventory.py's DOCUMENTATION (that module file holds
+# only the documentation: this plugin is all of validate_inventory).
+ARGUMENT_SPEC = {
+    "head_group": {"type": "str", "default": "ray_head"},
+    "worker_group": {"type": "str", "default": "ray_workers"},
+    "defaults": {"type": "dict", "default": {}},
+}
+
 
 class ActionModule(ActionBase):
     _supports_check_mode = True
@@ -34,10 +42,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = self._task.args
-        head_group = args.get("head_group", "ray_head")
-        worker_group = args.get("worker_group", "ray_workers")
-        defaults = args.get("defaults") or {}
+        # Types and defaults as documented; a bad value fails here in the validator's words.
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        head_group = args["head_group"]
+        worker_group = args["worker_group"]
+        defaults = args["defaults"]
         unknown = sorted(set(defaults) - set(KEYS))
         if unknown:
             raise AnsibleError("validate_inventory: unknown defaults %s; known: %s" % (unknown, ", ".join(KEYS)))

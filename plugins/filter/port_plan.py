@@ -11,9 +11,15 @@ from ansible_collections.raygate.cluster.plugins.module_utils import port_plan a
 
 
 def port_plan(overrides=None, offset=0):
-    """The full port plan: defaults, the overrides, then the offset."""
+    """The full port plan: defaults, the overrides, then the offset, exactly as ray_node builds it.
+
+    The offset goes to ``build_plan`` as given (an int or a numeric string; None or "" mean 0), so
+    a value ray_node would refuse (1.5, true) fails here too instead of being truncated.
+    """
+    if offset is None or offset == "":
+        offset = 0
     try:
-        return pp.build_plan(overrides or {}, offset=int(offset or 0))
+        return pp.build_plan(overrides or {}, offset=offset)
     except (pp.PortPlanError, ValueError) as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

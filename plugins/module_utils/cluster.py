@@ -2,9 +2,31 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Pure functions over Ray's state API answer (``GET /api/v0/nodes``)."""
+"""Pure functions over Ray's state API answer (``GET /api/v0/nodes``), and ray_cluster_info's options."""
 
 from __future__ import annotations
+
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import WAIT_ARGSPEC
+
+# The options of ray_cluster_info, one spec for both halves: the action plugin validates the task's
+# arguments with it on the controller and does the waiting (wait, wait_timeout, wait_sleep); the
+# module validates the same arguments with it on the host and answers once per call.
+# Mirrors the module's DOCUMENTATION (and the wait doc fragment, WAIT_ARGSPEC).
+ARGUMENT_SPEC = dict(
+    dashboard_url=dict(type="str", required=True),
+    auth=dict(type="bool", default=True),
+    auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
+    expected=dict(type="list", elements="dict", default=[]),
+    wait_nodes=dict(type="int", default=0),
+    wait_gpus=dict(type="float", default=0),
+    request_timeout=dict(type="int", default=10),
+    **WAIT_ARGSPEC,
+)
+
+
+def wants_wait(params):
+    """Whether validated ``params`` ask for a wait: ``wait`` on and a node or GPU target above 0."""
+    return bool(params["wait"]) and (params["wait_nodes"] > 0 or params["wait_gpus"] > 0)
 
 
 def node_rows(payload):

@@ -14,12 +14,15 @@ description:
     the cluster's nodes with their address, state, resources and labels.
   - Optionally waits until at least O(wait_nodes) nodes and O(wait_gpus) GPUs are alive. On
     timeout it fails naming the hosts of O(expected) that never joined.
-  - Run through this collection's action plugin (the default), the waiting loop runs on the
-    controller and the play shows progress (nodes and GPUs joined so far) instead of retries.
+  - The waiting (O(wait), O(wait_timeout), O(wait_sleep)) is done by this collection's action
+    plugin of the same name, which Ansible always runs for this module. It validates the options
+    on the controller, then calls the module once per poll on the controller's monotonic clock
+    and shows progress (nodes and GPUs joined so far) instead of retries. The module on the host
+    answers once per call.
 requirements:
   - the host the module runs on (normally the head) reaches O(dashboard_url) over HTTP
   - with O(auth), the token in O(auth_token_file) on that host
-  - nothing else on the nodes; the waiting loop runs on the controller
+  - nothing else on the nodes; the waiting loop runs on the controller (the action plugin)
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
@@ -47,11 +50,15 @@ options:
     elements: dict
     default: []
   wait_nodes:
-    description: Wait until at least this many nodes are alive. V(0) does not wait for nodes.
+    description:
+      - Wait until at least this many nodes are alive. V(0) does not wait for nodes.
+      - Also the node target of RV(complete), with or without O(wait).
     type: int
     default: 0
   wait_gpus:
-    description: Wait until at least this many GPUs are alive in total. V(0) does not wait for GPUs.
+    description:
+      - Wait until at least this many GPUs are alive in total. V(0) does not wait for GPUs.
+      - Also the GPU target of RV(complete), with or without O(wait).
     type: float
     default: 0
   request_timeout:
@@ -60,7 +67,9 @@ options:
     default: 10
 notes:
   - In check mode an unreachable head is reported with RV(reachable=false) instead of failing,
-    since the cluster may not exist yet.
+    since the cluster may not exist yet; nor does check mode wait, it reports the cluster once.
+  - With O(wait) and neither O(wait_nodes) nor O(wait_gpus) above V(0), there is nothing to wait
+    for and the cluster is reported once.
 """
 
 EXAMPLES = r"""
@@ -121,7 +130,7 @@ complete:
   type: bool
   sample: true
 elapsed:
-  description: Seconds spent waiting.
+  description: Seconds spent waiting (V(0) when it did not wait).
   returned: always
   type: float
   sample: 4.2
@@ -139,9 +148,8 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.raygate.cluster.plugins.module_utils.cluster import summarize, waiting_message
+from ansible_collections.raygate.cluster.plugins.module_utils.cluster import ARGUMENT_SPEC, summarize
 from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text
-from ansible_collections.raygate.cluster.plugins.module_utils.waiter import WAIT_ARGSPEC, noop_wait, wait_for
 
 
 def request_headers(module):
@@ -172,7 +180,7 @@ def running_version(module):
 
 
 def query(module):
-    """One look at the cluster: (done, summary)."""
+    """One look at the cluster: its summary, with the request's error (None when it answered)."""
     p = module.params
     try:
         payload = get_json(module, "/api/v0/nodes?limit=10000&detail=true")
@@ -181,32 +189,21 @@ def query(module):
         payload, error = None, str(exc)
     summary = summarize(payload, p["expected"], p["wait_nodes"], p["wait_gpus"])
     summary["error"] = error
-    return summary["complete"], summary
+    return summary
 
 
 def main():
-    spec = dict(
-        dashboard_url=dict(type="str", required=True),
-        auth=dict(type="bool", default=True),
-        auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
-        expected=dict(type="list", elements="dict", default=[]),
-        wait_nodes=dict(type="int", default=0),
-        wait_gpus=dict(type="float", default=0),
-        request_timeout=dict(type="int", default=10),
-    )
-    spec.update(WAIT_ARGSPEC)
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    # The same spec as the action plugin's, which does all waiting: the module answers once, and
+    # wait, wait_timeout and wait_sleep are accepted here but mean something only to the action.
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    waiting = p["wait"] and (p["wait_nodes"] > 0 or p["wait_gpus"] > 0) and not module.check_mode
-    waiter = wait_for if waiting else noop_wait
-    complete, summary, elapsed = waiter(lambda: query(module), timeout=p["wait_timeout"], interval=p["wait_sleep"])
+    summary = query(module)
     error = summary.pop("error")
-    result = dict(summary, changed=False, elapsed=round(elapsed, 2))
+    result = dict(summary, changed=False, elapsed=0.0)
     result["ray_version"] = running_version(module) if summary["reachable"] else None
+    # Unreachable fails (with reachable=false, so the action keeps polling a head that is starting).
     if not summary["reachable"] and not module.check_mode:
         module.fail_json(msg="the Ray state API at %s did not answer: %s" % (p["dashboard_url"], error), **result)
-    if waiting and not complete:
-        module.fail_json(msg="timed out after %ss: %s" % (p["wait_timeout"], waiting_message(summary)), **result)
     module.exit_json(**result)
 
 

@@ -3,6 +3,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
 from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_table
+from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
 
 
 def test_port_plan_and_plan_ports():
@@ -12,6 +13,23 @@ def test_port_plan_and_plan_ports():
     assert 8076 in ports and 9265 not in ports and 6379 not in ports
     assert ports == sorted(ports)
     assert 6379 in plan_ports(port_plan({}), "head")
+
+
+def test_port_plan_offset_is_applied_as_ray_node_applies_it():
+    # roles/raygate/vars/main.yml: raygate_ports | port_plan(offset=raygate_port_offset | int),
+    # raygate_dashboard_url from its .dashboard; ray_node builds its plan with build_plan().
+    for overrides, offset in (({}, 0), ({}, 100), ({"dashboard": "9265", "gcs": None}, "10"), (None, None)):
+        plan = port_plan(overrides, offset=offset)
+        assert plan == pp.build_plan(overrides or {}, offset=int(offset or 0))
+    assert port_plan({}, offset=100)["dashboard"] == pp.DEFAULT_PORTS["dashboard"] + 100
+    assert port_plan({"dashboard": 9000}, offset=5)["dashboard"] == 9005
+    assert port_plan({}, offset="")["gcs"] == pp.DEFAULT_PORTS["gcs"]
+
+
+@pytest.mark.parametrize("offset", [1.5, True, "ten"])
+def test_port_plan_refuses_an_offset_ray_node_refuses(offset):
+    with pytest.raises(AnsibleFilterError, match="offset"):
+        port_plan({}, offset=offset)
 
 
 def test_port_plan_errors_are_filter_errors():

@@ -63,3 +63,23 @@ def test_an_unreachable_head_is_not_asked_for_its_version(tmp_path, monkeypatch,
             "expect": {"reachable": False, "ray_version": None}}  # fmt: skip
     run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
     assert [path for path, headers in seen] == ["/api/v0/nodes?limit=10000&detail=true"]
+
+
+def test_the_module_answers_once_and_leaves_the_waiting_to_the_action(tmp_path, monkeypatch, token):
+    # wait is on and the target is not met: the module still asks once and reports, without failing
+    # (the action plugin does the waiting and the timeout).
+    seen = fake_head(monkeypatch, {"/api/v0/nodes": NODES, "/api/version": {"ray_version": "2.60.0"}})
+    case = {"args": {"dashboard_url": "http://198.18.0.11:8265", "auth_token_file": token, "wait": True,
+                     "wait_nodes": 3, "wait_gpus": 24, "wait_timeout": 1, "wait_sleep": 0.01},
+            "expect": {"complete": False, "alive_nodes": 1, "elapsed": 0.0,
+                       "targets": {"nodes": 3, "gpus": 24.0}}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+    assert [path for path, headers in seen] == ["/api/v0/nodes?limit=10000&detail=true", "/api/version"]
+
+
+def test_an_unreachable_head_fails_with_reachable_false_so_the_action_polls_again(tmp_path, monkeypatch, token):
+    fake_head(monkeypatch, {})
+    case = {"args": {"dashboard_url": "http://198.18.0.11:8265", "auth_token_file": token, "wait_nodes": 1},
+            "expect": {"failed": True, "reachable": False, "complete": False},
+            "expect_contains": {"msg": ["did not answer"]}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)

@@ -1,0 +1,167 @@
+"""The role's derived variables, templated by ansible-playbook itself (local connection, no node touched).
+
+A throw-away role links the real defaults/ and vars/; its tasks only record values with set_fact.
+Checks: raygate_dashboard_url comes from the port plan filter (the head's address, this host's
+plan); firewall_member.yml gives a member outside the run the same options as its own run would.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+ROLE = os.path.join(ROOT, "roles", "raygate")
+COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+INVENTORY = {
+    "all": {
+        "vars": {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "raygate_ports": {"dashboard": 9000},
+        },
+        "children": {
+            "ray_head": {
+                "hosts": {
+                    "h1": {
+                        "raygate_node_ip": "10.0.0.1",
+                        "ansible_host": "192.0.2.1",
+                        "raygate_firewall_backend": "nftables",
+                        "raygate_supervisor": "systemd",
+                    }
+                }
+            },
+            "ray_workers": {
+                "hosts": {
+                    "w1": {
+                        "ansible_host": "10.0.0.2",
+                        "raygate_firewall_table": "t1",
+                        "raygate_firewall_zone": "z1",
+                        "raygate_firewall_boot": False,
+                        "raygate_supervisor": "systemd",
+                    },
+                    "w2": {
+                        "ansible_host": "10.0.0.3",
+                        "raygate_port_offset": "100",
+                        "raygate_firewall_sources": ["10.9.0.0/16"],
+                        "raygate_firewall_manage": False,
+                    },
+                    # The host that runs the members' task: nothing of its own.
+                    "w3": {"ansible_host": "10.0.0.4"},
+                }
+            },
+        },
+    }
+}
+NODES = [{"name": "h1", "ip": "10.0.0.1"}, {"name": "w1", "ip": "10.0.0.2"}, {"name": "w2", "ip": "10.0.0.3"}]
+
+
+def member_task():
+    """firewall_member.yml's task with its module swapped for set_fact: same vars, options and condition."""
+    with open(os.path.join(ROLE, "tasks", "firewall_member.yml")) as fh:
+        (task,) = yaml.safe_load(fh)
+    return {
+        "ansible.builtin.set_fact": {
+            "fw": task["raygate.cluster.node_steps"]["ray_firewall"],
+            "manage": "{{ %s }}" % task["when"],
+        },
+        "vars": task["vars"],
+        "loop": ["h1", "w1", "w2"],
+        "loop_control": {"loop_var": "raygate_member"},
+        "register": "members",
+    }
+
+
+@pytest.fixture(scope="module")
+def templated(tmp_path_factory):
+    if not os.path.exists(PLAYBOOK_BIN):
+        pytest.skip("ansible-playbook is not installed next to this Python")
+    tmp = tmp_path_factory.mktemp("role_vars")
+    role = tmp / "roles" / "probe"
+    (role / "tasks").mkdir(parents=True)
+    for part in ("defaults", "vars"):
+        os.symlink(os.path.abspath(os.path.join(ROLE, part)), role / part)
+    own = [
+        {
+            "ansible.builtin.set_fact": {"raygate_validated": {"cluster": {"nodes": NODES}}},
+            "delegate_to": "localhost",
+            "delegate_facts": True,
+            "run_once": True,
+        },
+        {
+            "ansible.builtin.set_fact": {
+                "own": {
+                    "url": "{{ raygate_dashboard_url }}",
+                    "plan": "{{ raygate_plan }}",
+                    "fw": "{{ raygate_firewall_args }}",
+                }
+            },
+            "vars": {"raygate_firewall_state": "present"},
+        },
+        {
+            "ansible.builtin.copy": {
+                "dest": "%s/own-{{ inventory_hostname }}.json" % tmp,
+                "content": "{{ own | to_json }}",
+            },
+        },
+    ]
+    members = [
+        member_task(),
+        {
+            "ansible.builtin.copy": {
+                "dest": "%s/members.json" % tmp,
+                "content": "{{ members.results | items2dict(key_name='raygate_member', value_name='ansible_facts')"
+                " | to_json }}",
+            },
+        },
+    ]
+    (role / "tasks" / "main.yml").write_text(yaml.safe_dump(own))
+    (role / "tasks" / "members.yml").write_text(yaml.safe_dump(members))
+    (tmp / "inventory.yml").write_text(yaml.safe_dump(INVENTORY))
+    plays = [
+        {"hosts": "all", "gather_facts": False, "roles": ["probe"]},
+        {
+            "hosts": "w3",
+            "gather_facts": False,
+            "tasks": [{"ansible.builtin.include_role": {"name": "probe", "tasks_from": "members"}}],
+        },
+    ]
+    (tmp / "site.yml").write_text(yaml.safe_dump(plays))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.abspath(COLLECTIONS), ANSIBLE_ROLES_PATH=str(tmp / "roles"))
+    env.pop("ANSIBLE_CONFIG", None)
+    proc = subprocess.run(
+        [PLAYBOOK_BIN, "-i", "inventory.yml", "site.yml"], cwd=tmp, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    own = {h: json.loads((tmp / ("own-%s.json" % h)).read_text()) for h in ("h1", "w1", "w2", "w3")}
+    return own, json.loads((tmp / "members.json").read_text())
+
+
+def test_dashboard_url_is_the_heads_address_with_this_hosts_plan(templated):
+    own, _ = templated
+    assert own["h1"]["url"] == own["w1"]["url"] == "http://10.0.0.1:9000"
+    assert own["w2"]["url"] == "http://10.0.0.1:9100"  # its own offset: the validator refuses such a cluster
+    assert own["w2"]["plan"]["gcs"] == 6479 and own["w2"]["plan"]["max_worker"] == 11099
+
+
+def test_own_firewall_options(templated):
+    own, _ = templated
+    head, w1, w2 = own["h1"]["fw"], own["w1"]["fw"], own["w2"]["fw"]
+    assert (head["role"], head["backend"], head["boot"], head["table"]) == ("head", "nftables", True, "raygate")
+    assert "zone" not in head and sorted(head["sources"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert (w1["role"], w1["backend"], w1["boot"], w1["table"], w1["zone"]) == ("worker", "auto", False, "t1", "z1")
+    assert (w2["port_offset"], w2["sources"], w2["boot"]) == (100, ["10.9.0.0/16"], False)
+    assert w2["ports"] == {"dashboard": 9000}
+
+
+def test_a_member_outside_the_run_gets_its_own_options(templated):
+    own, members = templated
+    for host in ("h1", "w1", "w2"):
+        fw = dict(members[host]["fw"], sources=sorted(members[host]["fw"]["sources"]))
+        assert fw == dict(own[host]["fw"], sources=sorted(own[host]["fw"]["sources"])), host
+    assert [members[h]["manage"] for h in ("h1", "w1", "w2")] == [True, True, False]

@@ -18,6 +18,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.raygate.cluster.plugins.module_utils import gate
 from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
 from ansible_collections.raygate.cluster.plugins.module_utils.run_summary import failure_of
 
@@ -31,8 +32,10 @@ NODE_SPEC = {
     "checks": {"type": "list", "elements": "dict", "default": []},
 }
 ARGUMENT_SPEC = {
-    "nodes": {"type": "list", "elements": "dict", "required": True, "options": NODE_SPEC},
+    "nodes": {"type": "list", "elements": "dict", "options": NODE_SPEC},
+    "hosts": {"type": "list", "elements": "str"},
     "head": {"type": "str"},
+    "head_address": {"type": "str"},
     "min_healthy": {"type": "int", "default": 1},
     "dest": {"type": "path", "default": "artifacts/health"},
     "valid_for": {"type": "int", "default": 86400},
@@ -41,6 +44,10 @@ ARGUMENT_SPEC = {
     "write": {"type": "bool", "default": True},
     "left_hosts": {"type": "list", "elements": "str", "default": []},
 }
+# nodes: the entries made by the caller; hosts: made here from what the gate left in hostvars.
+MUTUALLY_EXCLUSIVE = [["nodes", "hosts"]]
+REQUIRED_ONE_OF = [["nodes", "hosts"]]
+REQUIRED_BY = {"hosts": ["head"]}
 
 
 def left_entries(hosts, hostvars, head):
@@ -81,14 +88,30 @@ def _write_atomically(path, content):
         raise
 
 
-def make_report(args, now, check_mode=False):
+def report_nodes(args, hostvars):
+    """The report's nodes for validated ``args``: ``nodes`` as given, or the gate's entries of the
+    play's ``hosts`` made from ``hostvars`` (with a placeholder for a head outside the run); then
+    an entry for each of ``left_hosts`` not already among them."""
+    if args.get("hosts") is not None:
+        nodes = gate.gate_nodes(
+            args["hosts"], hostvars, args.get("head"), args.get("head_address"), left_hosts=args["left_hosts"]
+        )
+    else:
+        nodes = list(args["nodes"])
+    known = {node["host"] for node in nodes}
+    left = [h for h in args["left_hosts"] if h not in known]
+    return nodes + left_entries(left, hostvars, args.get("head"))
+
+
+def make_report(args, now, check_mode=False, hostvars=None):
     """Everything the action returns, for validated ``args`` at Unix time ``now``.
 
-    Writes the files unless ``check_mode`` or ``args['write']`` is false. Raises ValueError on
-    bad input (the action turns it into a task failure).
+    The nodes are ``report_nodes(args, hostvars)`` (``hostvars``: the task's). Writes the files
+    unless ``check_mode`` or ``args['write']`` is false. Raises ValueError on bad input (the action
+    turns it into a task failure).
     """
     report = hr.build_report(
-        args["nodes"],
+        report_nodes(args, {} if hostvars is None else hostvars),
         head=args.get("head"),
         min_healthy=args["min_healthy"],
         fail_on_warn=args["fail_on_warn"],
@@ -126,13 +149,16 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
-        known = {node["host"] for node in args["nodes"]}
-        left = [h for h in args["left_hosts"] if h not in known]
+        args = self.validate_argument_spec(
+            argument_spec=ARGUMENT_SPEC,
+            mutually_exclusive=MUTUALLY_EXCLUSIVE,
+            required_one_of=REQUIRED_ONE_OF,
+            required_by=REQUIRED_BY,
+        )[1]
         hostvars = (task_vars or {}).get("hostvars", {})
-        args["nodes"] = args["nodes"] + left_entries(left, hostvars, args.get("head"))
         try:
-            result.update(make_report(args, time.time(), check_mode=bool(self._task.check_mode)))
+            check_mode = bool(self._task.check_mode)
+            result.update(make_report(args, time.time(), check_mode=check_mode, hostvars=hostvars))
         except ValueError as exc:
             raise AnsibleActionFail("health_report: %s" % exc) from exc
         except OSError as exc:

@@ -48,10 +48,11 @@ attributes:
     support: none
 options:
   nodes:
-    description: Every node of the cluster with its check results.
+    description:
+      - Every node of the cluster with its check results, as the caller assembled them.
+      - Exactly one of O(nodes) and O(hosts) is required.
     type: list
     elements: dict
-    required: true
     suboptions:
       host:
         description: Inventory host name.
@@ -93,16 +94,42 @@ options:
       - Inventory hosts that left the run before the gate (they did not answer, or a step failed
         on them). Each is reported V(unreachable) or V(failed) with the error it left in its host
         variable C(raygate_out) (C({status, task, error})); a host without it stopped answering
-        during a step. Hosts already in O(nodes) are ignored.
+        during a step. Hosts already among the nodes (O(nodes), or made from O(hosts)) are ignored.
     type: list
     elements: str
     default: []
     version_added: 0.4.0
+  hosts:
+    description:
+      - The play's hosts that ran the role's gate (C(ansible_play_hosts)), instead of O(nodes).
+        The action makes each host's node, in this order, from what the gate left in its host
+        variables. Requires O(head).
+      - C(raygate_gate_status) (V(checked) or V(skipped)) and C(raygate_gate_address) (the node's
+        address) are required, a host without them fails the task; C(raygate_gate_skip_reason) is
+        why a skipped one was not re-checked.
+      - Its checks are those of the registered results C(raygate_gpu_health) (source
+        V(gpu_health)), C(raygate_nccl_single) (source V(nccl_test)) and the host's entry of
+        C(raygate_nccl_pairs.nodes), keyed by C(raygate_gate_address) (source V(nccl_pairs)); a
+        skipped task adds none. A host with C(raygate_gate_pair_candidate) true but no entry there
+        gets a skipped V(nccl_pairs) check saying no other node was there to test the network with.
+      - Its role is V(head) for O(head), else V(worker).
+      - When O(head) is neither in O(hosts) nor in O(left_hosts) (it is outside this run, for
+        example with C(--limit)), it is reported V(skipped) as not re-checked, at O(head_address).
+    type: list
+    elements: str
+    version_added: 0.4.0
   head:
     description:
       - Inventory host of the Ray head. Defaults to the node whose O(nodes[].role) is V(head).
+        Required with O(hosts).
       - A head that is not in O(nodes) (it left the play before the gate) is unhealthy.
     type: str
+  head_address:
+    description:
+      - With O(hosts), the address of a head outside this run. Defaults to its host variable
+        C(raygate_node_ip), else C(ansible_host), else its inventory name.
+    type: str
+    version_added: 0.4.0
   min_healthy:
     description: The fewest healthy nodes (head included) that make RV(enough) true.
     type: int
@@ -148,6 +175,16 @@ EXAMPLES = r"""
   run_once: true
   register: raygate_health
 
+- name: Decide the gate from what the role's gate steps registered on each host
+  raygate.cluster.health_report:
+    hosts: "{{ ansible_play_hosts }}"
+    head: "{{ raygate_head_host }}"
+    head_address: "{{ raygate_head_address }}"
+    left_hosts: "{{ ansible_play_hosts_all | difference(ansible_play_hosts) }}"
+  delegate_to: localhost
+  run_once: true
+  register: raygate_health
+
 - name: Show the summary
   ansible.builtin.debug:
     msg: "{{ raygate_health.summary }}"
@@ -162,7 +199,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 healthy:
-  description: Healthy hosts (skipped nodes included), in the order of O(nodes).
+  description: Healthy hosts (skipped nodes included), in the order of O(nodes) or O(hosts).
   returned: always
   type: list
   elements: str

@@ -1,15 +1,18 @@
-"""The health_report action: argument checking, the files it writes, check mode, what it returns."""
+"""The health_report action: arguments, the nodes it makes from the play's hosts, its files, check mode, its return."""
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from unittest.mock import MagicMock
 
 import pytest
+import yaml
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import health_report as action
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
+from ansible_collections.raygate.cluster.plugins.modules import health_report as module
 
 FILES = ("report.json", "report.md", "junit.xml", "healthy_hosts.txt")
 
@@ -254,3 +257,248 @@ def test_run_with_the_head_left_fails_the_gate_naming_why(tmp_path):
     assert (res["ok"], res["head_healthy"]) == (False, False)
     assert res["unhealthy"]["node1"] == ["run: ray start: port in use"]
     assert res["message"].startswith("health gate failed: head node1 is unhealthy (run: ray start: port in use)")
+
+
+# ---- the role's form: nodes made from the play's hosts (hosts) ----------------------------
+
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+LONE_DETAIL = (
+    "no other node to run the network test with; set raygate_health_pair_partner to a member whose GPUs"
+    " may run a short nccl-test"
+)
+
+
+def gate_vars(address, status="checked", candidate=True, pairs=None, **extra):
+    """What gate.yml leaves on a host: its set_facts and registered results (plain check dicts, no source)."""
+    ran = status == "checked"
+    hv = {
+        "raygate_gate_status": status,
+        "raygate_gate_skip_reason": "already a running member (pid 7); health.yml re-checks it",
+        "raygate_gate_address": address,
+        "raygate_gate_pair_candidate": ran and candidate,
+        "raygate_gpu_health": {"healthy": True, "checks": [result("gpu_count", "pass", "8 GPUs", 8, 8)]}
+        if ran
+        else SKIPPED,
+        "raygate_nccl_single": {"healthy": True, "checks": [result("nccl_busbw", "pass", "480", 480.0, 460.0)]}
+        if ran
+        else SKIPPED,
+        "raygate_nccl_pairs": pairs or SKIPPED,
+    }
+    hv.update(extra)
+    return hv
+
+
+def pair_result(*addresses):
+    return {"nodes": {a: {"checks": [result("nccl_pair_busbw", "pass", "45", 45.0, 40.0)]} for a in addresses}}
+
+
+def hosts_args(tmp_path, hosts, **extra):
+    args = {"hosts": hosts, "head": "node1", "head_address": "10.0.0.1", "dest": str(tmp_path), "run_id": "r"}
+    args.update(extra)
+    return args
+
+
+def saved_nodes(tmp_path):
+    return {n["host"]: n for n in json.loads((tmp_path / "r" / "report.json").read_text())["nodes"]}
+
+
+def test_hosts_checks_from_the_three_sources_are_tagged(tmp_path):
+    both = pair_result("10.0.0.1", "10.0.0.2")
+    hostvars = {"node1": gate_vars("10.0.0.1", pairs=both), "node2": gate_vars("10.0.0.2", pairs=both)}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"], min_healthy=2), hostvars)
+    assert res["healthy"] == ["node1", "node2"] and res["ok"] is True
+    nodes = saved_nodes(tmp_path)
+    assert [(c["name"], c["source"]) for c in nodes["node2"]["checks"]] == [
+        ("gpu_count", "gpu_health"),
+        ("nccl_busbw", "nccl_test"),
+        ("nccl_pair_busbw", "nccl_pairs"),
+    ]
+    assert (nodes["node1"]["role"], nodes["node2"]["role"]) == ("head", "worker")
+    assert nodes["node2"]["address"] == "10.0.0.2"
+
+
+def test_hosts_a_lone_candidate_gets_the_skip_check_in_every_report(tmp_path):
+    hostvars = {"node1": gate_vars("10.0.0.1")}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1"]), hostvars)
+    [last] = saved_nodes(tmp_path)["node1"]["checks"][-1:]
+    assert last == {
+        "name": "nccl_pairs",
+        "status": "skip",
+        "detail": LONE_DETAIL,
+        "value": None,
+        "threshold": None,
+        "source": "nccl_pairs",
+    }
+    assert res["healthy"] == ["node1"]  # a skipped check does not count against the node
+    assert 'check="nccl_pairs",host="node1",source="nccl_pairs"} -1' in res["textfiles"]["node1"]
+    junit = ET.parse(str(tmp_path / "r" / "junit.xml")).getroot()
+    assert junit.get("skipped") == "1"
+
+
+def test_hosts_no_skip_check_with_a_pair_result_or_without_candidacy(tmp_path):
+    hostvars = {
+        "node1": gate_vars("10.0.0.1", pairs=pair_result("10.0.0.1", "10.0.0.2")),
+        "node2": gate_vars("10.0.0.2", pairs=pair_result("10.0.0.1", "10.0.0.2")),
+        "node3": gate_vars("10.0.0.3", candidate=False, pairs=pair_result("10.0.0.1", "10.0.0.2")),
+    }
+    run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2", "node3"]), hostvars)
+    names = {host: [c["name"] for c in n["checks"]] for host, n in saved_nodes(tmp_path).items()}
+    assert names == {
+        "node1": ["gpu_count", "nccl_busbw", "nccl_pair_busbw"],
+        "node2": ["gpu_count", "nccl_busbw", "nccl_pair_busbw"],
+        "node3": ["gpu_count", "nccl_busbw"],
+    }
+
+
+def test_hosts_a_skipped_node(tmp_path):
+    hostvars = {"node1": gate_vars("10.0.0.1", candidate=False), "node2": gate_vars("10.0.0.2", status="skipped")}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"]), hostvars)
+    node2 = saved_nodes(tmp_path)["node2"]
+    assert (node2["status"], node2["verdict"], node2["checks"]) == ("skipped", "skipped", [])
+    assert node2["skip_reason"] == "already a running member (pid 7); health.yml re-checks it"
+    assert saved_nodes(tmp_path)["node1"]["skip_reason"] is None
+    assert res["healthy"] == ["node1", "node2"]
+    assert sorted(res["textfiles"]) == ["node1"]
+
+
+def test_hosts_the_head_outside_the_run_is_a_placeholder(tmp_path):
+    hostvars = {"node1": {"raygate_node_ip": "10.9.9.9"}, "node2": gate_vars("10.0.0.2", candidate=False)}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node2"]), hostvars)
+    nodes = saved_nodes(tmp_path)
+    assert list(nodes) == ["node2", "node1"]
+    assert {k: nodes["node1"][k] for k in ("role", "address", "status", "skip_reason", "verdict")} == {
+        "role": "head",
+        "address": "10.0.0.1",  # head_address wins over its host variables
+        "status": "skipped",
+        "skip_reason": "outside this run (--limit); not re-checked",
+        "verdict": "skipped",
+    }
+    assert (res["ok"], res["head_healthy"], res["healthy"]) == (True, True, ["node2", "node1"])
+
+
+def test_hosts_the_head_in_the_run_gets_no_placeholder(tmp_path):
+    hostvars = {"node1": gate_vars("10.0.0.1", candidate=False), "node2": gate_vars("10.0.0.2", candidate=False)}
+    run_action_with_hostvars(hosts_args(tmp_path, ["node2", "node1"]), hostvars)
+    nodes = saved_nodes(tmp_path)
+    assert list(nodes) == ["node2", "node1"]
+    assert (nodes["node1"]["status"], nodes["node1"]["verdict"]) == ("checked", "pass")
+
+
+def test_hosts_left_hosts_are_reported_and_a_head_that_left_is_no_placeholder(tmp_path):
+    hostvars = {
+        "node1": {"raygate_out": {"status": "unreachable", "task": "health gate", "error": "no answer"}},
+        "node2": gate_vars("10.0.0.2", candidate=False),
+        "node4": {"raygate_out": {"status": "failed", "task": "install ray", "error": "pip exited 1"}},
+    }
+    args = hosts_args(tmp_path, ["node2"], left_hosts=["node4", "node1", "node2"])
+    res = run_action_with_hostvars(args, hostvars)
+    nodes = saved_nodes(tmp_path)
+    assert list(nodes) == ["node2", "node4", "node1"]
+    assert (nodes["node1"]["role"], nodes["node1"]["status"]) == ("head", "unreachable")
+    assert res["unhealthy"] == {
+        "node4": ["run: install ray: pip exited 1"],
+        "node1": ["reachable: health gate: no answer"],
+    }
+    assert (res["ok"], res["head_healthy"]) == (False, False)
+
+
+def test_hosts_without_head_address_take_the_heads_host_variables(tmp_path):
+    hostvars = {"node1": {"ansible_host": "192.0.2.1"}, "node2": gate_vars("10.0.0.2", candidate=False)}
+    args = hosts_args(tmp_path, ["node2"])
+    del args["head_address"]
+    run_action_with_hostvars(args, hostvars)
+    assert saved_nodes(tmp_path)["node1"]["address"] == "192.0.2.1"
+
+
+def test_hosts_a_host_without_the_gates_facts_fails_the_task(tmp_path):
+    hostvars = {"node1": gate_vars("10.0.0.1"), "node2": {"ansible_host": "10.0.0.2"}}
+    with pytest.raises(AnsibleActionFail, match="host node2 has no raygate_gate_status"):
+        run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"]), hostvars)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ({"hosts": ["node1"]}, "head"),
+        ({"hosts": ["node1"], "head": "node1", "nodes": [{"host": "node1", "role": "head"}]}, "mutually exclusive"),
+        ({"head": "node1"}, "one of the following is required: nodes, hosts"),
+    ],
+)
+def test_hosts_and_nodes_arguments(tmp_path, args, match):
+    with pytest.raises(AnsibleActionFail, match=match):
+        run_action_with_hostvars(dict(args, dest=str(tmp_path / "out")), {"node1": gate_vars("10.0.0.1")})
+    assert not (tmp_path / "out").exists()
+
+
+def test_hosts_and_the_roles_old_nodes_give_the_same_report(tmp_path):
+    # What gate.yml passed before the action made the nodes itself, for the same host variables.
+    both = pair_result("10.0.0.2", "10.0.0.3")
+    hostvars = {
+        "node1": {"raygate_node_ip": "10.0.0.1"},
+        "node2": gate_vars("10.0.0.2", pairs=both),
+        "node3": gate_vars("10.0.0.3", pairs=both),
+        "node4": gate_vars("10.0.0.4", pairs=both),
+        "node5": gate_vars("10.0.0.5", status="skipped", pairs=both),
+        "node6": {"raygate_out": {"status": "unreachable", "task": "health gate", "error": "no answer"}},
+    }
+    old_nodes = [
+        {
+            "host": host,
+            "role": "worker",
+            "address": hostvars[host]["raygate_gate_address"],
+            "status": hostvars[host]["raygate_gate_status"],
+            "skip_reason": hostvars[host]["raygate_gate_skip_reason"]
+            if hostvars[host]["raygate_gate_status"] == "skipped"
+            else "",
+            "checks": [dict(c, source="gpu_health") for c in hostvars[host]["raygate_gpu_health"].get("checks", [])]
+            + [dict(c, source="nccl_test") for c in hostvars[host]["raygate_nccl_single"].get("checks", [])]
+            + [
+                dict(c, source="nccl_pairs")
+                for c in both["nodes"].get(hostvars[host]["raygate_gate_address"], {}).get("checks", [])
+            ]
+            + (
+                [{"name": "nccl_pairs", "status": "skip", "source": "nccl_pairs", "detail": LONE_DETAIL}]
+                if hostvars[host]["raygate_gate_pair_candidate"]
+                and hostvars[host]["raygate_gate_address"] not in both["nodes"]
+                else []
+            ),
+        }
+        for host in ("node2", "node3", "node4", "node5")
+    ] + [
+        {
+            "host": "node1",
+            "role": "head",
+            "address": "10.0.0.1",
+            "status": "skipped",
+            "skip_reason": "outside this run (--limit); not re-checked",
+            "checks": [],
+        }
+    ]
+    common = {"head": "node1", "left_hosts": ["node6"], "dest": str(tmp_path), "min_healthy": 3}
+    run_action_with_hostvars(dict(common, nodes=old_nodes, run_id="old"), hostvars)
+    hosts = ["node2", "node3", "node4", "node5"]
+    run_action_with_hostvars(dict(common, hosts=hosts, head_address="10.0.0.1", run_id="new"), hostvars)
+    old_saved, new_saved = (json.loads((tmp_path / run / "report.json").read_text()) for run in ("old", "new"))
+    for key in ("run_id", "checked_at", "valid_until", "checked_at_epoch", "valid_until_epoch"):
+        old_saved.pop(key), new_saved.pop(key)
+    assert old_saved == new_saved
+    for name in ("report.md", "junit.xml", "healthy_hosts.txt"):
+        # Past the run id and the times (in report.md's header, in each of junit.xml's testsuites).
+        old, new = (re.sub(r'report (old|new)|\d{4}-\d\d-\d\dT[\d:]+Z?', "X", (tmp_path / run / name).read_text())
+                    for run in ("old", "new"))  # fmt: skip
+        assert old == new, name
+    assert [n["host"] for n in json.loads((tmp_path / "new" / "report.json").read_text())["nodes"]] == [
+        "node2", "node3", "node4", "node5", "node1", "node6",
+    ]  # fmt: skip
+
+
+def test_the_spec_says_what_the_documentation_says():
+    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
+    assert sorted(action.ARGUMENT_SPEC) == sorted(documented)
+    for name, spec in action.ARGUMENT_SPEC.items():
+        doc = documented[name]
+        for key in ("type", "elements", "default", "choices"):
+            assert spec.get(key) == doc.get(key), (name, key)
+        assert bool(spec.get("required")) == bool(doc.get("required")), name
+    assert {documented[n].get("version_added") for n in ("hosts", "head_address", "left_hosts")} == {"0.4.0"}

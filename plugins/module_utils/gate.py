@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The health gate's per-node input to the report, assembled from what the role's gate steps
+left in each host's variables (registered results and set_facts).
+
+The role (tasks/gate.yml) runs the steps in order; ``gate_nodes()`` turns what they registered
+into the ``nodes`` of ``health_report.build_report()``. Pure: ``hostvars`` is any mapping of
+host name to a mapping of variables (Ansible's hostvars, or plain dicts in tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.module_utils.parsing.convert_bool import boolean
+
+# Registered results whose ``checks`` go into the report, with the source each is tagged with.
+RESULTS = (("raygate_gpu_health", "gpu_health"), ("raygate_nccl_single", "nccl_test"))
+PAIRS_RESULT = "raygate_nccl_pairs"
+# What the gate's first steps set on every node it runs on.
+REQUIRED = ("raygate_gate_status", "raygate_gate_address")
+# Said in the report, so that a lone node's untested network is not mistaken for a tested one.
+NO_PAIR_DETAIL = (
+    "no other node to run the network test with; set raygate_health_pair_partner to a member whose GPUs"
+    " may run a short nccl-test"
+)
+OUTSIDE_RUN = "outside this run (--limit); not re-checked"
+
+
+def _result(hv, name):
+    """A registered result, or {} when it is absent or not a result."""
+    value = hv.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def tagged(checks, source):
+    """Copies of ``checks`` with ``source`` set (replacing any source they carried)."""
+    return [dict(check, source=source) for check in checks or []]
+
+
+def no_pair_check():
+    """The skip check of a pair candidate that got no pair test (no other node to pair with)."""
+    return {"name": "nccl_pairs", "status": "skip", "source": "nccl_pairs", "detail": NO_PAIR_DETAIL}
+
+
+def node_checks(hv, address):
+    """One node's checks: gpu_health's, then nccl_test's (single), then its pair result's.
+
+    A skipped task registered no checks. The pair test runs once for all nodes (its result is
+    the same on every host) and reports per node under ``nodes[<address>]``; a pair candidate
+    (``raygate_gate_pair_candidate``) missing there gets ``no_pair_check()``.
+    """
+    checks = []
+    for name, source in RESULTS:
+        checks += tagged(_result(hv, name).get("checks"), source)
+    pairs = _result(hv, PAIRS_RESULT).get("nodes")
+    pairs = pairs if isinstance(pairs, Mapping) else {}
+    if address in pairs:
+        checks += tagged((pairs[address] or {}).get("checks"), "nccl_pairs")
+    elif boolean(hv.get("raygate_gate_pair_candidate", False), strict=False):
+        checks.append(no_pair_check())
+    return checks
+
+
+def gate_entry(host, hv, head):
+    """The report entry of one host that ran the gate, from its variables ``hv``.
+
+    Its role is head when it is ``head``; skip_reason only when its status is skipped.
+    Raises ValueError when the gate's first step did not run on it.
+    """
+    missing = [name for name in REQUIRED if name not in hv]
+    if missing:
+        raise ValueError("host %s has no %s: the gate did not run on it" % (host, ", ".join(missing)))
+    status = str(hv["raygate_gate_status"])
+    address = hv["raygate_gate_address"]
+    return {
+        "host": host,
+        "role": "head" if host == head else "worker",
+        "address": str(address),
+        "status": status,
+        "skip_reason": str(hv.get("raygate_gate_skip_reason") or "") if status == "skipped" else "",
+        "checks": node_checks(hv, address),
+    }
+
+
+def host_address(hv, host):
+    """A host's cluster address from its variables: raygate_node_ip, else ansible_host, else its name."""
+    return str(hv.get("raygate_node_ip") or hv.get("ansible_host") or host)
+
+
+def head_placeholder(head, address):
+    """The entry of a head outside this run (--limit): reported as not re-checked, not as missing."""
+    return {
+        "host": head,
+        "role": "head",
+        "address": address,
+        "status": "skipped",
+        "skip_reason": OUTSIDE_RUN,
+        "checks": [],
+    }
+
+
+def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=()):
+    """The report's ``nodes`` for the play's ``hosts`` (in that order), from ``hostvars``.
+
+    Then, when ``head`` is neither among ``hosts`` nor ``left_hosts`` (it is outside this run),
+    its placeholder, at ``head_address`` (default: from its host variables). Hosts that left
+    the run are not made here (the action's ``left_entries``). Raises ValueError naming a host
+    the gate did not run on.
+    """
+    nodes = []
+    for host in hosts:
+        if host not in hostvars:
+            raise ValueError("host %s is not in the inventory" % host)
+        nodes.append(gate_entry(host, hostvars[host], head))
+    if head and head not in hosts and head not in left_hosts:
+        if not head_address:
+            head_address = host_address(hostvars[head] if head in hostvars else {}, head)
+        nodes.append(head_placeholder(head, str(head_address)))
+    return nodes

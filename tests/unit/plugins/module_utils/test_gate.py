@@ -1,0 +1,257 @@
+"""The health gate's per-node report input, assembled from what the gate's steps registered."""
+
+import pytest
+
+from ansible_collections.raygate.cluster.plugins.module_utils import gate
+from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
+
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+GPU = [result("gpu_count", "pass", "8 GPUs", 8, 8), result("xid", "pass", "no Xid", [], [])]
+SINGLE = [result("nccl_busbw", "pass", "480 GB/s", 480.0, 460.0)]
+PAIR = [result("nccl_pair_busbw", "pass", "45 GB/s with 10.0.0.2", 45.0, 40.0)]
+LONE = {
+    "name": "nccl_pairs",
+    "status": "skip",
+    "source": "nccl_pairs",
+    "detail": "no other node to run the network test with; set raygate_health_pair_partner to a member whose GPUs "
+    "may run a short nccl-test",
+}
+
+
+def pairs(*addresses):
+    """A pair test's result as run_once registers it on every host."""
+    return {"changed": False, "healthy": True, "nodes": {a: {"healthy": True, "checks": PAIR} for a in addresses}}
+
+
+def checked(address, candidate=True, pair_result=None, **extra):
+    hv = {
+        "raygate_gate_status": "checked",
+        "raygate_gate_skip_reason": "no GPUs on this node (raygate_num_gpus: 0)",
+        "raygate_gate_address": address,
+        "raygate_gate_pair_candidate": candidate,
+        "raygate_gpu_health": {"changed": False, "healthy": True, "checks": GPU},
+        "raygate_nccl_single": {"changed": False, "healthy": True, "checks": SINGLE},
+        "raygate_nccl_pairs": SKIPPED if pair_result is None else pair_result,
+    }
+    hv.update(extra)
+    return hv
+
+
+def skipped(address, reason="already a running member (pid 42); health.yml re-checks it", pair_result=None):
+    return {
+        "raygate_gate_status": "skipped",
+        "raygate_gate_skip_reason": reason,
+        "raygate_gate_address": address,
+        "raygate_gate_pair_candidate": False,
+        "raygate_gpu_health": SKIPPED,
+        "raygate_nccl_single": SKIPPED,
+        "raygate_nccl_pairs": SKIPPED if pair_result is None else pair_result,
+    }
+
+
+def sources(checks):
+    return [(c["name"], c["source"]) for c in checks]
+
+
+# ---- checks -----------------------------------------------------------------------------
+
+
+def test_checks_from_the_three_sources_are_tagged_with_their_source_in_order():
+    hv = checked("10.0.0.1", pair_result=pairs("10.0.0.1", "10.0.0.2"))
+    assert sources(gate.node_checks(hv, "10.0.0.1")) == [
+        ("gpu_count", "gpu_health"),
+        ("xid", "gpu_health"),
+        ("nccl_busbw", "nccl_test"),
+        ("nccl_pair_busbw", "nccl_pairs"),
+    ]
+
+
+def test_the_source_replaces_one_a_check_carried_and_the_results_are_not_changed():
+    hv = checked("10.0.0.1", raygate_gpu_health={"checks": [dict(GPU[0], source="nccl_test")]})
+    [first] = gate.node_checks(hv, "10.0.0.1")[:1]
+    assert first == dict(GPU[0], source="gpu_health")
+    assert hv["raygate_gpu_health"]["checks"][0]["source"] == "nccl_test"
+    assert "source" not in GPU[0]
+
+
+def test_only_the_nodes_own_pair_result_is_taken():
+    hv = checked("10.0.0.2", pair_result=pairs("10.0.0.1", "10.0.0.2"))
+    hv["raygate_nccl_pairs"]["nodes"]["10.0.0.1"] = {"checks": [result("other", "fail", "not mine")]}
+    assert sources(gate.node_checks(hv, "10.0.0.2"))[-1] == ("nccl_pair_busbw", "nccl_pairs")
+    assert "other" not in [c["name"] for c in gate.node_checks(hv, "10.0.0.2")]
+
+
+def test_skipped_tasks_add_no_checks():
+    hv = checked("10.0.0.1", candidate=False, raygate_nccl_single=SKIPPED)
+    assert sources(gate.node_checks(hv, "10.0.0.1")) == [("gpu_count", "gpu_health"), ("xid", "gpu_health")]
+    assert gate.node_checks(skipped("10.0.0.3"), "10.0.0.3") == []
+
+
+def test_missing_results_add_no_checks():
+    assert gate.node_checks({"raygate_gate_status": "checked"}, "10.0.0.1") == []
+
+
+# ---- the lone node's skip check ---------------------------------------------------------
+
+
+def test_a_lone_pair_candidate_gets_the_skip_check():
+    checks = gate.node_checks(checked("10.0.0.1"), "10.0.0.1")
+    assert checks[-1] == LONE
+    assert sources(checks) == [
+        ("gpu_count", "gpu_health"),
+        ("xid", "gpu_health"),
+        ("nccl_busbw", "nccl_test"),
+        ("nccl_pairs", "nccl_pairs"),
+    ]
+
+
+def test_a_candidate_left_out_of_a_pair_test_that_ran_gets_the_skip_check():
+    checks = gate.node_checks(checked("10.0.0.4", pair_result=pairs("10.0.0.1", "10.0.0.2")), "10.0.0.4")
+    assert checks[-1] == LONE
+
+
+def test_no_skip_check_for_a_node_with_a_pair_result():
+    checks = gate.node_checks(checked("10.0.0.1", pair_result=pairs("10.0.0.1", "10.0.0.2")), "10.0.0.1")
+    assert LONE not in checks
+
+
+def test_a_pair_result_without_checks_still_counts_as_tested():
+    hv = checked("10.0.0.1", pair_result={"nodes": {"10.0.0.1": {"healthy": True}}})
+    assert sources(gate.node_checks(hv, "10.0.0.1"))[-1] == ("nccl_busbw", "nccl_test")
+
+
+@pytest.mark.parametrize("candidate", [False, "false", None])
+def test_no_skip_check_for_a_node_that_was_no_candidate(candidate):
+    assert LONE not in gate.node_checks(checked("10.0.0.1", candidate=candidate), "10.0.0.1")
+
+
+def test_no_skip_check_without_the_candidate_fact():
+    hv = checked("10.0.0.1")
+    del hv["raygate_gate_pair_candidate"]
+    assert LONE not in gate.node_checks(hv, "10.0.0.1")
+
+
+def test_the_skip_check_is_a_valid_report_check():
+    [node] = hr.normalize_nodes([{"host": "a", "role": "head", "checks": [LONE]}])
+    assert node["checks"][0]["status"] == "skip" and node["checks"][0]["source"] == "nccl_pairs"
+
+
+# ---- entries ----------------------------------------------------------------------------
+
+
+def test_a_checked_node_entry():
+    entry = gate.gate_entry("node2", checked("10.0.0.2", pair_result=pairs("10.0.0.1", "10.0.0.2")), "node1")
+    assert {k: v for k, v in entry.items() if k != "checks"} == {
+        "host": "node2",
+        "role": "worker",
+        "address": "10.0.0.2",
+        "status": "checked",
+        "skip_reason": "",
+    }
+    assert len(entry["checks"]) == 4
+
+
+def test_a_skipped_node_entry_keeps_its_reason_and_has_no_checks():
+    entry = gate.gate_entry("node3", skipped("10.0.0.3"), "node1")
+    assert entry == {
+        "host": "node3",
+        "role": "worker",
+        "address": "10.0.0.3",
+        "status": "skipped",
+        "skip_reason": "already a running member (pid 42); health.yml re-checks it",
+        "checks": [],
+    }
+
+
+def test_the_head_entry_has_role_head():
+    assert gate.gate_entry("node1", checked("10.0.0.1"), "node1")["role"] == "head"
+
+
+@pytest.mark.parametrize("missing", ["raygate_gate_status", "raygate_gate_address"])
+def test_a_host_the_gate_did_not_run_on_is_an_error(missing):
+    hv = checked("10.0.0.1")
+    del hv[missing]
+    with pytest.raises(ValueError, match="host node1 has no %s" % missing):
+        gate.gate_entry("node1", hv, "node1")
+
+
+# ---- the nodes of the play, and the head outside it --------------------------------------
+
+
+def cluster():
+    both = pairs("10.0.0.1", "10.0.0.2")
+    return {
+        "node1": checked("10.0.0.1", pair_result=both, raygate_node_ip="10.0.0.1"),
+        "node2": checked("10.0.0.2", pair_result=both),
+        "node3": skipped("10.0.0.3", pair_result=both),
+        "node4": checked("10.0.0.4", pair_result=both),
+    }
+
+
+def test_gate_nodes_in_the_order_of_hosts_without_a_placeholder_when_the_head_is_in():
+    nodes = gate.gate_nodes(["node2", "node1", "node3", "node4"], cluster(), "node1", "10.0.0.1")
+    assert [(n["host"], n["role"], n["status"]) for n in nodes] == [
+        ("node2", "worker", "checked"),
+        ("node1", "head", "checked"),
+        ("node3", "worker", "skipped"),
+        ("node4", "worker", "checked"),
+    ]
+    assert [n["checks"][-1]["name"] for n in nodes if n["checks"]] == [
+        "nccl_pair_busbw",
+        "nccl_pair_busbw",
+        "nccl_pairs",
+    ]
+
+
+def test_a_head_outside_the_run_gets_a_placeholder_after_the_play_hosts():
+    nodes = gate.gate_nodes(["node2", "node3"], cluster(), "node1", "10.0.0.1")
+    assert [n["host"] for n in nodes] == ["node2", "node3", "node1"]
+    assert nodes[-1] == {
+        "host": "node1",
+        "role": "head",
+        "address": "10.0.0.1",
+        "status": "skipped",
+        "skip_reason": "outside this run (--limit); not re-checked",
+        "checks": [],
+    }
+
+
+@pytest.mark.parametrize(
+    "hv, address",
+    [
+        ({"raygate_node_ip": "10.0.0.1", "ansible_host": "192.0.2.1"}, "10.0.0.1"),
+        ({"ansible_host": "192.0.2.1"}, "192.0.2.1"),
+        ({}, "node1"),
+    ],
+)
+def test_the_placeholder_address_defaults_to_the_heads_host_variables(hv, address):
+    nodes = gate.gate_nodes(["node2"], {"node1": hv, "node2": checked("10.0.0.2")}, "node1")
+    assert nodes[-1]["address"] == address
+
+
+def test_a_head_not_in_the_inventory_is_still_placed_by_its_name():
+    assert gate.gate_nodes(["node2"], {"node2": checked("10.0.0.2")}, "node1")[-1]["address"] == "node1"
+
+
+def test_no_placeholder_for_a_head_that_left_the_run():
+    nodes = gate.gate_nodes(["node2", "node3"], cluster(), "node1", "10.0.0.1", left_hosts=["node1"])
+    assert [n["host"] for n in nodes] == ["node2", "node3"]
+
+
+def test_left_hosts_are_not_made_here():
+    nodes = gate.gate_nodes(["node1", "node2"], cluster(), "node1", left_hosts=["node4"])
+    assert [n["host"] for n in nodes] == ["node1", "node2"]
+
+
+def test_a_host_not_in_the_inventory_is_an_error():
+    with pytest.raises(ValueError, match="host node9 is not in the inventory"):
+        gate.gate_nodes(["node1", "node9"], cluster(), "node1")
+
+
+def test_the_nodes_make_a_report():
+    nodes = gate.gate_nodes(["node2", "node3", "node4"], cluster(), "node1", "10.0.0.1")
+    report = hr.build_report(nodes, head="node1", min_healthy=3)
+    assert report["healthy"] == ["node2", "node3", "node4", "node1"]
+    assert [n["verdict"] for n in report["nodes"]] == ["pass", "skipped", "pass", "skipped"]
+    assert report["ok"] is True

@@ -71,14 +71,30 @@ def table(doc):
     return "\n".join(lines) + "\n"
 
 
-def play(cluster, name, *extra, watch=None):
-    """Run a playbook; returns (rc, output, seconds, seconds until the first line matching watch)."""
-    args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], os.path.join(ROOT, name), *extra]
+def playbook_args(cluster, name, *extra):
+    return [os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], os.path.join(ROOT, name), *extra]
+
+
+def playbook_env():
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+    return env
+
+
+def heal(cluster, *extra):
+    """The run that must bring the whole cluster back; returns its seconds."""
+    rc, out, took, _ = play(cluster, "site.yml", *extra)
+    assert rc == 0, out[-4000:]
+    assert wait_alive(sorted(NODES.values()))
+    assert summary(cluster, "site")["result"] == "complete"
+    return took
+
+
+def play(cluster, name, *extra, watch=None):
+    """Run a playbook; returns (rc, output, seconds, seconds until the first line matching watch)."""
     start = time.monotonic()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
-                            stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(playbook_args(cluster, name, *extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=playbook_env(), cwd=ROOT, stdin=subprocess.DEVNULL)  # fmt: skip
     lines, seen = [], None
     for line in proc.stdout:
         lines.append(line)
@@ -153,6 +169,13 @@ def test_bring_up(cluster):
     assert sorted(raylets()) == [1, 2, 3]
     assert alive_ips() == sorted(NODES.values())
     assert summary(cluster, "site")["result"] == "complete"
+    # The command the play prints for jobs works exactly as printed, in a shell on the head.
+    printed = re.search(r"Jobs \(in a shell on node1 as root\): (.*?script\.py)", out, re.S)
+    assert printed, out[-3000:]
+    command = " ".join(printed.group(1).split())
+    assert command.endswith("ray job submit -- python script.py"), command
+    rc, job = node(1, "cd $(mktemp -d) && echo 'print(6 * 7)' > script.py && " + command)
+    assert rc == 0 and "42" in job and "succeeded" in job, job[-3000:]
     record(cluster, "none: a fresh site.yml on new nodes (install from the wheelhouse included), for scale",
            "-", "-", took, "-")  # fmt: skip
 
@@ -184,10 +207,7 @@ def test_unreachable_worker_is_left_out_and_named(cluster):
         assert summary(cluster, "health")["out"]["node3"]["status"] == "unreachable"
     finally:
         link(3, True)
-    rc, out, recover, _ = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    assert wait_alive(sorted(NODES.values()))
-    assert summary(cluster, "site")["result"] == "complete"
+    recover = heal(cluster)
     record(cluster, "worker unreachable (dead) at the start of site.yml / health.yml",
            "left out as `unreachable` with the SSH error; cluster built on the rest; in the health report as unhealthy",
            detect, recover, "nothing")  # fmt: skip
@@ -205,9 +225,7 @@ def test_dark_node_over_a_persisted_connection_does_not_hang(cluster):
         assert summary(cluster, "site")["out"]["node3"]["status"] == "unreachable"
     finally:
         link(3, True)
-    rc, out, recover, _ = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    assert wait_alive(sorted(NODES.values()))
+    recover = heal(cluster)
     record(cluster, "worker goes dark (link down) with Ansible's SSH control connection open",
            "SSH keepalives end the dead connection; left out as `unreachable`", detect, recover, "nothing")  # fmt: skip
 
@@ -245,11 +263,9 @@ def test_worker_raylet_crash_restarts_only_that_worker(cluster):
 
 def interrupted(cluster, sig, ready):
     """Start site.yml, send ``sig`` once ``ready()`` holds (polled), wait for the exit."""
-    args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], os.path.join(ROOT, "site.yml")]
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT,
-                            stdin=subprocess.DEVNULL, start_new_session=sig == signal.SIGKILL)  # fmt: skip
+    proc = subprocess.Popen(playbook_args(cluster, "site.yml"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=playbook_env(), cwd=ROOT, stdin=subprocess.DEVNULL,
+                            start_new_session=sig == signal.SIGKILL)  # fmt: skip
     deadline = time.monotonic() + 300
     while not ready() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -275,10 +291,7 @@ def test_interrupted_run_converges_on_the_next(cluster, sig, where):
     rc, out, _, _ = play(cluster, "teardown.yml")
     assert rc == 0, out[-4000:]
     interrupted(cluster, sig, starting(1 if where == "head" else 3))
-    rc, out, recover, _ = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    assert wait_alive(sorted(NODES.values()))
-    assert summary(cluster, "site")["result"] == "complete"
+    recover = heal(cluster)
     rc, out, _, _ = play(cluster, "site.yml")
     assert rc == 0 and all(v.get("changed") == "0" for v in recap(out).values()), out[-3000:]
     record(cluster, "ansible-playbook %s during the %s start" % (sig.name, where),
@@ -301,9 +314,7 @@ def test_full_disk_during_install_fails_that_node_only(cluster):
         assert listing.strip() == "", "a half-built virtualenv was left: %s" % listing
     finally:
         node(3, "umount /opt/raygate")
-    rc, out, recover, _ = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    assert wait_alive(sorted(NODES.values()))
+    recover = heal(cluster)
     record(cluster, "`/opt/raygate` full on one node during the install (48 MiB tmpfs)",
            "that node fails with host, path, free and needed MiB; no virtualenv left; the rest come up",
            detect, recover, "nothing (no half-built virtualenv, no `current`)")  # fmt: skip
@@ -348,9 +359,7 @@ def test_unreachable_head_stops_the_run_with_one_message(cluster):
         assert {i: raylets().get(i) for i in (2, 3)} == {i: before[i] for i in (2, 3)}
     finally:
         link(1, True)
-    rc, out, recover, _ = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    assert wait_alive(sorted(NODES.values()))
+    recover = heal(cluster)
     record(cluster, "head unreachable at the start of site.yml", "the run stops: rc 2, `no_cluster`, the head's error",
            detect, recover, "nothing touched")  # fmt: skip
 

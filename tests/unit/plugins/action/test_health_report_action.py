@@ -8,6 +8,7 @@ from unittest.mock import MagicMock
 
 import pytest
 import yaml
+from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import health_report as action
@@ -31,14 +32,7 @@ def nodes():
 
 
 def run_action(args, check_mode=False):
-    task = MagicMock()
-    task.args = args
-    task.check_mode = check_mode
-    task.async_val = 0
-    task.action = "raygate.cluster.health_report"
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    plugin = action.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    plugin = plugin_for(action, "raygate.cluster.health_report", args, check_mode)
     return plugin.run(task_vars={})
 
 

@@ -1,8 +1,7 @@
 """The ray_cluster_info action: its arguments validated with the module's spec, the wait it does, check mode."""
 
-from unittest.mock import MagicMock
-
 import pytest
+from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import ray_cluster_info as action
@@ -21,14 +20,7 @@ def answer(alive, gpus=0.0, complete=False, reachable=True, **extra):
 
 def run_action(args, answers, check_mode=False):
     """Run the plugin with _execute_module answering from ANSWERS in turn; returns (result, module calls)."""
-    task = MagicMock()
-    task.args = args
-    task.check_mode = check_mode
-    task.async_val = 0
-    task.action = "raygate.cluster.ray_cluster_info"
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    plugin = action.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    plugin = plugin_for(action, "raygate.cluster.ray_cluster_info", args, check_mode)
     calls = []
     pending = list(answers)
 

@@ -1,9 +1,9 @@
 """The run_summary action: nodes from host variables, the probe of silent nodes, the file it writes."""
 
 import json
-from unittest.mock import MagicMock
 
 import pytest
+from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import run_summary as action
@@ -21,14 +21,7 @@ def hostvars():
 
 
 def run_action(args, hv, check_mode=False):
-    task = MagicMock()
-    task.args = args
-    task.check_mode = check_mode
-    task.async_val = 0
-    task.action = "raygate.cluster.run_summary"
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    plugin = action.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    plugin = plugin_for(action, "raygate.cluster.run_summary", args, check_mode)
     return plugin.run(task_vars={"hostvars": hv})
 
 

@@ -1,8 +1,7 @@
 """The validate_inventory action: arguments validated as documented, values read from hostvars, check mode."""
 
-from unittest.mock import MagicMock
-
 import pytest
+from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail, AnsibleError
 
 from ansible_collections.raygate.cluster.plugins.action import validate_inventory as action
@@ -27,14 +26,7 @@ def hostvars():
 
 
 def run_action(args, groups=None, check_mode=False):
-    task = MagicMock()
-    task.args = args
-    task.check_mode = check_mode
-    task.async_val = 0
-    task.action = "raygate.cluster.validate_inventory"
-    connection = MagicMock()
-    connection._shell.tmpdir = None
-    plugin = action.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    plugin = plugin_for(action, "raygate.cluster.validate_inventory", args, check_mode)
     groups = groups if groups is not None else {"ray_head": ["node1"], "ray_workers": ["node2"]}
     return plugin.run(task_vars={"groups": groups, "hostvars": hostvars()})
 

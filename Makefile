@@ -142,7 +142,7 @@ systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## s
 	$(BIN)/pytest -q tests/integration/systemd
 
 .PHONY: faults
-faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
+faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
 	$(BIN)/pytest -q tests/integration/faults
 
 .PHONY: test

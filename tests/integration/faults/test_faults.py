@@ -45,7 +45,9 @@ def cluster(tmp_path_factory):
     play(state, "teardown.yml")
     run([SANDBOX, "down"], timeout=300)
     os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     doc = {"date": time.strftime("%Y-%m-%d"), "commit": commit.stdout.strip(), "faults": state["figures"]}
     with open(FIGURES, "w") as fh:
         json.dump(doc, fh, indent=2)
@@ -83,7 +85,7 @@ def playbook_env():
 
 def heal(cluster, *extra):
     """The run that must bring the whole cluster back; returns its seconds."""
-    rc, out, took, _ = play(cluster, "site.yml", *extra)
+    rc, out, took, seen = play(cluster, "site.yml", *extra)
     assert rc == 0, out[-4000:]
     assert wait_alive(sorted(NODES.values()))
     assert summary(cluster, "site")["result"] == "complete"
@@ -164,7 +166,7 @@ def leftovers(index):
 
 
 def test_bring_up(cluster):
-    rc, out, took, _ = play(cluster, "site.yml")
+    rc, out, took, seen = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     assert sorted(raylets()) == [1, 2, 3]
     assert alive_ips() == sorted(NODES.values())
@@ -193,7 +195,7 @@ def test_unreachable_worker_is_left_out_and_named(cluster):
         assert {i: before[i] for i in (1, 2)} == {i: raylets()[i] for i in (1, 2)}, "a healthy node restarted"
 
         # The pre-allocation gate: the node that did not answer is in the report, as unhealthy.
-        rc, out, _, _ = play(cluster, "health.yml")
+        rc, out, took, seen = play(cluster, "health.yml")
         assert rc == 0, out[-4000:]
         reports = sorted(os.listdir(os.path.join(cluster["base"], "health")))
         report_dir = os.path.join(cluster["base"], "health", reports[-1])
@@ -215,7 +217,7 @@ def test_unreachable_worker_is_left_out_and_named(cluster):
 
 def test_dark_node_over_a_persisted_connection_does_not_hang(cluster):
     # The first run leaves Ansible's ControlPersist master to node3 open; then node3 goes dark.
-    rc, out, _, _ = play(cluster, "site.yml")
+    rc, out, took, seen = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     link(3, False)
     try:
@@ -234,7 +236,7 @@ def test_head_gcs_crash_heals_in_one_run(cluster):
     before = raylets()
     rc, out = node(1, "pkill -9 -x gcs_server")
     assert rc == 0, out
-    rc, out, recover, _ = play(cluster, "site.yml")
+    rc, out, recover, seen = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     assert "the head is not working" in out
     assert wait_alive(sorted(NODES.values()))
@@ -252,7 +254,7 @@ def test_worker_raylet_crash_restarts_only_that_worker(cluster):
     before = raylets()
     rc, out = node(3, "pkill -9 -x raylet")
     assert rc == 0, out
-    rc, out, recover, _ = play(cluster, "site.yml")
+    rc, out, recover, seen = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     after = raylets()
     assert after[1] == before[1] and after[2] == before[2] and after[3] != before[3], (before, after)
@@ -288,18 +290,18 @@ def starting(index):
     ids=["sigint-head", "sigkill-head", "sigint-workers", "sigkill-workers"],
 )
 def test_interrupted_run_converges_on_the_next(cluster, sig, where):
-    rc, out, _, _ = play(cluster, "teardown.yml")
+    rc, out, took, seen = play(cluster, "teardown.yml")
     assert rc == 0, out[-4000:]
     interrupted(cluster, sig, starting(1 if where == "head" else 3))
     recover = heal(cluster)
-    rc, out, _, _ = play(cluster, "site.yml")
+    rc, out, took, seen = play(cluster, "site.yml")
     assert rc == 0 and all(v.get("changed") == "0" for v in recap(out).values()), out[-3000:]
     record(cluster, "ansible-playbook %s during the %s start" % (sig.name, where),
            "next site.yml judges the half-started nodes and converges", "next run", recover, "nothing")  # fmt: skip
 
 
 def test_full_disk_during_install_fails_that_node_only(cluster):
-    rc, out, _, _ = play(cluster, "teardown.yml", "--limit", "node3", "-e", "raygate_teardown_purge=true")
+    rc, out, took, seen = play(cluster, "teardown.yml", "--limit", "node3", "-e", "raygate_teardown_purge=true")
     assert rc == 0, out[-4000:]
     rc, out = node(3, "mkdir -p /opt/raygate && mount -t tmpfs -o size=48m tmpfs /opt/raygate")
     assert rc == 0, out
@@ -330,7 +332,7 @@ def test_changed_auth_token_is_refused_then_rotated(cluster):
     assert raylets() == before
     rc, on_node = node(2, "cat /etc/raygate/auth_token")
     assert on_node.strip() != token
-    rc, out, recover, _ = play(
+    rc, out, recover, seen = play(
         cluster, "site.yml", "-e", "raygate_auth_token=" + token, "-e", "raygate_rotate_token=true"
     )
     assert rc == 0, out[-4000:]
@@ -341,7 +343,7 @@ def test_changed_auth_token_is_refused_then_rotated(cluster):
         assert node(index, "cat /etc/raygate/auth_token")[1].strip() == token
     assert wait_alive(sorted(NODES.values()))
     # And back to the inventory's own token, for the tests after this one.
-    rc, out, _, _ = play(cluster, "site.yml", "-e", "raygate_rotate_token=true")
+    rc, out, took, seen = play(cluster, "site.yml", "-e", "raygate_rotate_token=true")
     assert rc == 0, out[-4000:]
     record(cluster, "the inventory holds another auth token than the running cluster",
            "preflight refuses before any change; `-e raygate_rotate_token=true` restarts every node on the new one",
@@ -374,12 +376,32 @@ def test_teardown_with_a_node_down_finishes_on_the_next_run(cluster):
         assert leftovers(1) == "" and leftovers(2) == ""
     finally:
         link(3, True)
-    rc, out, recover, _ = play(cluster, "teardown.yml")
+    rc, out, recover, seen = play(cluster, "teardown.yml")
     assert rc == 0, out[-4000:]
     assert summary(cluster, "teardown")["result"] == "complete"
     assert all(leftovers(i) == "" for i in NODES), [leftovers(i) for i in NODES]
-    rc, out, _, _ = play(cluster, "teardown.yml")
+    rc, out, took, seen = play(cluster, "teardown.yml")
     assert rc == 0 and all(v.get("changed") == "0" for v in recap(out).values()), out[-3000:]
     record(cluster, "a worker unreachable during teardown.yml",
            "the others are cleaned; rc 2, `incomplete` naming it; the next teardown finishes", detect, recover,
            "nothing after the second teardown")  # fmt: skip
+
+
+def test_the_installed_tarball_brings_the_cluster_up_and_down(cluster, tmp_path):
+    # Users install the Galaxy tarball, not this checkout: make artifact installed it into
+    # .build/installed; the FQCN playbooks run from there alone, with no ansible.cfg of ours.
+    installed = os.path.join(ROOT, ".build", "installed")
+    assert os.path.isdir(os.path.join(installed, "ansible_collections", "raygate", "cluster")), "run make artifact"
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text("[defaults]\nforks = 50\n[ssh_connection]\npipelining = true\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_COLLECTIONS_PATH=installed, ANSIBLE_NOCOLOR="1")
+    for name in ("raygate.cluster.site", "raygate.cluster.teardown"):
+        args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], name]
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=HANG,
+                              stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-4000:]
+        if name.endswith("site"):
+            assert alive_ips() == sorted(NODES.values())
+            assert sorted(raylets()) == [1, 2, 3]
+    assert all(leftovers(i) == "" for i in NODES), [leftovers(i) for i in NODES]

@@ -135,7 +135,13 @@ def templated(tmp_path_factory):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.abspath(COLLECTIONS), ANSIBLE_ROLES_PATH=str(tmp / "roles"))
     env.pop("ANSIBLE_CONFIG", None)
     proc = subprocess.run(
-        [PLAYBOOK_BIN, "-i", "inventory.yml", "site.yml"], cwd=tmp, env=env, capture_output=True, text=True, timeout=300
+        [PLAYBOOK_BIN, "-i", "inventory.yml", "site.yml"],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     own = {h: json.loads((tmp / ("own-%s.json" % h)).read_text()) for h in ("h1", "w1", "w2", "w3")}
@@ -143,14 +149,14 @@ def templated(tmp_path_factory):
 
 
 def test_dashboard_url_is_the_heads_address_with_this_hosts_plan(templated):
-    own, _ = templated
+    own = templated[0]
     assert own["h1"]["url"] == own["w1"]["url"] == "http://10.0.0.1:9000"
     assert own["w2"]["url"] == "http://10.0.0.1:9100"  # its own offset: the validator refuses such a cluster
     assert own["w2"]["plan"]["gcs"] == 6479 and own["w2"]["plan"]["max_worker"] == 11099
 
 
 def test_own_firewall_options(templated):
-    own, _ = templated
+    own = templated[0]
     head, w1, w2 = own["h1"]["fw"], own["w1"]["fw"], own["w2"]["fw"]
     assert (head["role"], head["backend"], head["boot"], head["table"]) == ("head", "nftables", True, "raygate")
     assert "zone" not in head and sorted(head["sources"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]

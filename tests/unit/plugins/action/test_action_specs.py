@@ -17,7 +17,7 @@ def documented_options(name):
     for fragment in doc.get("extends_documentation_fragment") or []:
         namespace, collection, rest = fragment.split(".", 2)
         assert (namespace, collection) == ("raygate", "cluster"), fragment
-        module_name, _, variant = rest.partition(".")
+        module_name, dot, variant = rest.partition(".")
         holder = importlib.import_module("%s.doc_fragments.%s" % (COLLECTION, module_name)).ModuleDocFragment
         options.update(yaml.safe_load(getattr(holder, variant or "DOCUMENTATION")).get("options") or {})
     options.update(doc.get("options") or {})

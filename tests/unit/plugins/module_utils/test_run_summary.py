@@ -227,7 +227,7 @@ def test_render_is_json_with_sorted_keys():
     assert text.endswith("}\n")
     assert json.loads(text) == s
     orders = []
-    json.loads(text, object_pairs_hook=lambda pairs: orders.append([k for k, _ in pairs]) or dict(pairs))
+    json.loads(text, object_pairs_hook=lambda pairs: orders.append([pair[0] for pair in pairs]) or dict(pairs))
     assert [sorted(keys) for keys in orders] == orders
     assert ["failed", "finished_at", "head", "in", "message", "out", "playbook", "result"] in orders
     assert ["n2", "n3"] in orders  # the nodes out, too

@@ -175,7 +175,8 @@ def test_bring_up(cluster):
     printed = re.search(r"Jobs \(in a shell on node1 as root\): (.*?script\.py)", out, re.S)
     assert printed, out[-3000:]
     command = " ".join(printed.group(1).split())
-    assert command.endswith("ray job submit -- python script.py"), command
+    # --working-dir .: the job's entrypoint runs in a copy of this directory, not in the head's cwd.
+    assert command.endswith("ray job submit --working-dir . -- python script.py"), command
     rc, job = node(1, "cd $(mktemp -d) && echo 'print(6 * 7)' > script.py && " + command)
     assert rc == 0 and "42" in job and "succeeded" in job, job[-3000:]
     record(cluster, "none: a fresh site.yml on new nodes (install from the wheelhouse included), for scale",

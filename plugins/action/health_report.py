@@ -65,7 +65,7 @@ def left_entries(hosts, hostvars, head):
             {
                 "host": host,
                 "role": "head" if host == head else "worker",
-                "address": str(hv.get("raygate_node_ip") or hv.get("ansible_host") or host),
+                "address": gate.host_address(hv, host),
                 "status": "unreachable" if out.get("status") == "unreachable" else "failed",
                 "error": "%s: %s" % (out["task"], error) if out.get("task") else error,
                 "checks": [],

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.raygate.cluster.plugins.module_utils import gate
 from ansible_collections.raygate.cluster.plugins.module_utils import run_summary as rs
 
 display = Display()
@@ -62,7 +63,7 @@ class ActionModule(ActionBase):
         return {
             "host": host,
             "role": "head" if host == head else "worker",
-            "address": str(hv.get("raygate_node_ip") or hv.get("ansible_host") or host),
+            "address": gate.host_address(hv, host),
             "port": int(hv.get("ansible_port") or 22),
             "ok": bool(hv.get("raygate_run_ok")),
             "out": dict(out) if isinstance(out, dict) else None,

@@ -11,14 +11,32 @@ them serves the play output, the JSON and Markdown reports, JUnit and Prometheus
 from __future__ import annotations
 
 STATUSES = ("pass", "warn", "fail", "skip")
+# What a failing or warning check means for allocation, worst first (after imbue's CRITICAL /
+# UNHEALTHY / OK tiers): do-not-allocate: never hand the node to a job; degraded: usable, but
+# fix it soon; info: worth knowing, nothing to do.
+SEVERITIES = ("do-not-allocate", "degraded", "info")
+DEFAULT_SEVERITY = {"fail": "do-not-allocate", "warn": "degraded"}
 OPS = (">=", "<=", "==")
 
 
-def result(name, status, detail, value=None, threshold=None):
-    """One check result. ``status`` must be one of STATUSES (ValueError otherwise)."""
+def result(name, status, detail, value=None, threshold=None, severity=None, action=None):
+    """One check result. ``status`` must be one of STATUSES (ValueError otherwise).
+
+    ``severity`` (one of SEVERITIES) and ``action`` (the recommended remedy, plain text) are kept
+    only on a ``fail`` or ``warn``; a failing result without one gets DEFAULT_SEVERITY, and the
+    report fills a missing action from its per-check table.
+    """
     if status not in STATUSES:
         raise ValueError("check %r: status %r is not one of %s" % (name, status, ", ".join(STATUSES)))
-    return {"name": name, "status": status, "detail": detail, "value": value, "threshold": threshold}
+    out = {"name": name, "status": status, "detail": detail, "value": value, "threshold": threshold}
+    if status in DEFAULT_SEVERITY:
+        severity = severity or DEFAULT_SEVERITY[status]
+        if severity not in SEVERITIES:
+            raise ValueError("check %r: severity %r is not one of %s" % (name, severity, ", ".join(SEVERITIES)))
+        out["severity"] = severity
+        if action:
+            out["action"] = action
+    return out
 
 
 def reason(check):

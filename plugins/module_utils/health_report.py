@@ -18,7 +18,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.raygate.cluster.plugins.module_utils.checks import STATUSES, reason, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import SEVERITIES, STATUSES, reason, verdict
 
 SOURCES = ("gpu_health", "nccl_test", "nccl_pairs")
 ROLES = ("head", "worker")
@@ -93,7 +93,7 @@ def _check(host, raw):
     for key, allowed in (("status", STATUSES), ("source", SOURCES)):
         if raw[key] not in allowed:
             raise ValueError("node %s: check %s has %s %r, not one of %s" % (host, raw["name"], key, raw[key], allowed))
-    return {
+    out = {
         "name": str(raw["name"]),
         "status": str(raw["status"]),
         "detail": "" if raw.get("detail") is None else str(raw["detail"]),
@@ -101,12 +101,21 @@ def _check(host, raw):
         "threshold": _plain(raw.get("threshold")),
         "source": str(raw["source"]),
     }
+    if raw.get("severity"):
+        if raw["severity"] not in SEVERITIES:
+            raise ValueError(
+                "node %s: check %s has severity %r, not one of %s" % (host, raw["name"], raw["severity"], SEVERITIES)
+            )
+        out["severity"] = raw["severity"]
+    if raw.get("action"):
+        out["action"] = str(raw["action"])
+    return out
 
 
 def _made_check(name, detail):
     """A failing check the report makes itself (source health_report, not one of SOURCES)."""
     return {"name": name, "status": "fail", "detail": detail, "value": None, "threshold": None,
-            "source": "health_report"}  # fmt: skip
+            "source": "health_report", "severity": "do-not-allocate"}  # fmt: skip
 
 
 def normalize_nodes(nodes):

@@ -5,9 +5,27 @@ import pytest
 from ansible_collections.raygate.cluster.plugins.module_utils import checks
 
 
-def test_result_has_exactly_the_five_keys():
-    r = checks.result("ecc", "fail", "2 uncorrectable", value=2, threshold=0)
-    assert r == {"name": "ecc", "status": "fail", "detail": "2 uncorrectable", "value": 2, "threshold": 0}
+def test_passing_result_has_exactly_the_five_keys():
+    r = checks.result("ecc", "pass", "0 uncorrectable", value=0, threshold=0)
+    assert r == {"name": "ecc", "status": "pass", "detail": "0 uncorrectable", "value": 0, "threshold": 0}
+
+
+@pytest.mark.parametrize("status, severity", [("fail", "do-not-allocate"), ("warn", "degraded")])
+def test_failing_result_carries_a_default_severity(status, severity):
+    r = checks.result("ecc", status, "2 uncorrectable", value=2, threshold=0)
+    assert r["severity"] == severity and "action" not in r
+
+
+def test_result_keeps_given_severity_and_action_only_when_it_fails():
+    r = checks.result("xid", "fail", "Xid 79", severity="degraded", action="reset the GPU")
+    assert (r["severity"], r["action"]) == ("degraded", "reset the GPU")
+    ok = checks.result("xid", "pass", "none", severity="degraded", action="reset the GPU")
+    assert "severity" not in ok and "action" not in ok
+
+
+def test_result_rejects_unknown_severity():
+    with pytest.raises(ValueError):
+        checks.result("x", "fail", "d", severity="critical")
 
 
 @pytest.mark.parametrize("status", ["ok", "FAIL", "", None])

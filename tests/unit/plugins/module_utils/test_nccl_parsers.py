@@ -287,6 +287,7 @@ def test_low_busbw_fails_and_good_busbw_passes():
         "detail": "busbw 458.25 GB/s at 128 bytes is below 460.00 GB/s",
         "value": 458.25,
         "threshold": 460.0,
+        "severity": "do-not-allocate",
     }
     assert _by_name(np_.judge(parsed, None, min_busbw=431.0))["nccl_busbw"]["status"] == "pass"
     assert _by_name(np_.judge(parsed, None))["nccl_busbw"]["status"] == "skip"

@@ -123,6 +123,24 @@ units: bootstrap  ## unit tests (no root, no network)
 .PHONY: fast
 fast: lint units sanity  ## the inner loop: lint, units, sanity
 
+# meta/runtime.yml claims ansible-core 2.16+: the units and ansible-test sanity run on each older
+# minor too, one venv each (2.19 is .venv itself).
+COMPAT_VERSIONS ?= 2.16 2.17 2.18
+.build/compat-%/.stamp: requirements-dev.txt .build/apt.stamp
+	rm -rf $(dir $@)
+	$(PYTHON) -m venv $(dir $@)
+	$(dir $@)bin/pip install -q --disable-pip-version-check "ansible-core==$*.*" \
+	  $$(grep -E '^(pytest|hypothesis|pyyaml)==' requirements-dev.txt)
+	touch $@
+
+.PHONY: compat
+compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## units and sanity on ansible-core 2.16, 2.17, 2.18
+	for v in $(COMPAT_VERSIONS); do \
+	  echo "== ansible-core $$v"; \
+	  .build/compat-$$v/bin/pytest -q -p no:cacheprovider tests/unit tests/sandbox/test_sim_gpu.py; \
+	  VENV=$(CURDIR)/.build/compat-$$v tests/sanity/run.sh; \
+	done
+
 # Each scenario suite owns the sandbox while it runs: one after the other.
 .PHONY: integration
 integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd and fault scenarios (root)
@@ -146,7 +164,7 @@ faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead,
 	$(BIN)/pytest -q tests/integration/faults
 
 .PHONY: test
-test: fast artifact integration  ## everything CI runs
+test: fast compat artifact integration  ## everything CI runs
 
 .PHONY: clean
 clean:  ## remove build outputs (not the venv or the wheelhouse)

@@ -12,4 +12,7 @@ def plugin_for(action_module, name, args, check_mode=False):
     task.action = name
     connection = MagicMock()
     connection._shell.tmpdir = None
-    return action_module.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    plugin = action_module.ActionModule(task, connection, MagicMock(), MagicMock(), MagicMock(), None)
+    # Set by the plugin loader; ansible-core < 2.19 names it in argument errors.
+    plugin._load_name = name
+    return plugin

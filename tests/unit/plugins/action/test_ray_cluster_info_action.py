@@ -85,16 +85,16 @@ def test_check_mode_asks_once_and_does_not_wait():
     [
         (
             {"dashboard_url": URL, "wait_nodes": "many"},
-            "'wait_nodes' is of type str and we were unable to convert to int",
+            "'wait_nodes' is of type .*str.* and we were unable to convert to int",
         ),
         ({"dashboard_url": URL, "wait": "perhaps"}, "The value 'perhaps' is not a valid boolean"),
         (
             {"dashboard_url": URL, "wait_gpus": "lots"},
-            "'wait_gpus' is of type str and we were unable to convert to float",
+            "'wait_gpus' is of type .*str.* and we were unable to convert to float",
         ),
         (
             {"dashboard_url": URL, "expected": "node2"},
-            "'expected' is of type str and we were unable to convert to dict",
+            "'expected' is of type .*str.* and we were unable to convert to dict",
         ),
         ({"wait_nodes": 2}, "missing required arguments: dashboard_url"),
         ({"dashboard_url": URL, "wait_node": 2}, "Unsupported parameters .* wait_node"),

@@ -61,9 +61,9 @@ def test_defaults_left_out_mean_none():
 @pytest.mark.parametrize(
     "args,needle",
     [
-        ({"defaults": ["ray_version"]}, "argument 'defaults' is of type list and we were unable to convert to dict"),
+        ({"defaults": ["ray_version"]}, "'defaults' is of type .*list.* and we were unable to convert to dict"),
         # A dict option with a default refuses null, as a module's would.
-        ({"defaults": None}, "argument 'defaults' is of type NoneType and we were unable to convert to dict"),
+        ({"defaults": None}, "argument 'defaults' is of type .*NoneType.* and we were unable to convert to dict"),
         ({"head_grup": "ray_head"}, "Unsupported parameters .* head_grup"),
     ],
 )

@@ -711,13 +711,16 @@ def parse_kernel_log(text, now=None, allow=None, deny=None):
     for line in text.splitlines():
         if not line.strip() or any(p.search(line) for p in allow):
             continue
-        ts, clock = line_timestamp(line, now)
         cut = line.find(_NVRM)
         nvrm = line[cut + len(_NVRM) :].strip() if cut >= 0 else None
+        m = _XID.search(line) if nvrm is not None else None
+        s = _SXID.search(line) if m is None and _NVSWITCH in line else None
+        denied = next((p for p in deny if p.search(line)), None)
+        if nvrm is None and s is None and denied is None:
+            continue  # most of a journal: not worth a timestamp
+        ts, clock = line_timestamp(line, now)
         ts, clock, record_pci = _record(record, nvrm, ts, clock, line)
         stamp = {"timestamp": ts, "clock": clock}
-        m = _XID.search(line)
-        s = None if m else _SXID.search(line)
         if m:
             out["xids"].append(dict(_xid_event(m), **stamp))
         elif s:
@@ -727,12 +730,10 @@ def parse_kernel_log(text, now=None, allow=None, deny=None):
             if kind:
                 pci = _pci_in(nvrm) or record_pci
                 out["nvrm"].append(dict({"kind": kind, "pci": pci, "message": nvrm[:300]}, **stamp))
-        for p in deny:
-            if p.search(line):
-                where = line[_prefix_end(line) or 0 :]
-                entry = {"pattern": p.pattern, "pci": _pci_in(where), "message": line.strip()[:300]}
-                out["denied"].append(dict(entry, **stamp))
-                break
+        if denied is not None:
+            where = line[_prefix_end(line) or 0 :]
+            entry = {"pattern": denied.pattern, "pci": _pci_in(where), "message": line.strip()[:300]}
+            out["denied"].append(dict(entry, **stamp))
     return out
 
 

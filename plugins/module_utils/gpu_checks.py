@@ -17,7 +17,12 @@ import re
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
 from ansible_collections.raygate.cluster.plugins.module_utils.fabric import SYSFS_TO_TOOL_STATE, device_kind
-from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import XID_FATAL_DEFAULT, XID_WARN_DEFAULT
+from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import (
+    judge_nvrm,
+    judge_sxid,
+    judge_xid,
+    worse,
+)
 
 CHECK_NAMES = (
     "gpu_count",
@@ -33,6 +38,8 @@ CHECK_NAMES = (
     "remapped_rows_pending",
     "remapped_rows_failure",
     "xid",
+    "sxid",
+    "kernel_errors",
     "nvlink",
     "pcie_link",
     "thermal_throttle",
@@ -357,54 +364,190 @@ def check_nvlink(links, enabled=True, error=None):
     return result("nvlink", "pass", "%d NVLink links up on each of %s" % (best, _plural(len(links), "GPU")), 0, 0)
 
 
-# ---------------------------------------------------------------------------- kernel log Xid
-def xids_in_window(xids, window=0, now=None, uptime=None):
-    """The Xids of the last ``window`` seconds: ``wall`` stamps against ``now``, ``boot`` stamps against
-    ``uptime`` (seconds since boot). ``window`` 0, an unknown reference, or an undated line keep it."""
+# ---------------------------------------------------------------------------- kernel log
+def events_in_window(events, window=0, now=None, uptime=None):
+    """The events (Xids, SXids, ...) of the last ``window`` seconds: ``wall`` stamps against ``now``,
+    ``boot`` stamps against ``uptime`` (seconds since boot). ``window`` 0, an unknown reference, or an
+    undated line keep it."""
     if not window:
-        return list(xids)
+        return list(events)
     ref = {"wall": now, "boot": uptime}
     out = []
-    for xid in xids:
-        base = ref.get(xid.get("clock"))
-        if xid.get("timestamp") is None or base is None or xid["timestamp"] >= base - window:
-            out.append(xid)
+    for event in events:
+        base = ref.get(event.get("clock"))
+        if event.get("timestamp") is None or base is None or event["timestamp"] >= base - window:
+            out.append(event)
     return out
 
 
-def check_xid(xids, gpus=None, fatal=None, warn=None, error=None, scope=""):
-    """Xids from the kernel log (already limited to the window): fatal ones fail, the rest warn.
+xids_in_window = events_in_window
 
-    An Xid in neither list warns too, labelled "unlisted": the catalog grows with each driver.
-    ``scope`` says where the lines come from ("journal since boot, last 3600 s").
-    """
-    fatal = XID_FATAL_DEFAULT if fatal is None else fatal
-    warn = XID_WARN_DEFAULT if warn is None else warn
+
+def _group(events, key, judge):
+    """Events -> [(key, events, judged)] in order of first appearance; ``judged`` is the worst verdict."""
+    groups = {}
+    for event in events:
+        k = key(event)
+        judged = judge(event)
+        if k not in groups:
+            groups[k] = ([], judged)
+        items, worst = groups[k]
+        items.append(event)
+        groups[k] = (items, worse(worst, judged))
+    return [(k, items, judged) for k, (items, judged) in groups.items()]
+
+
+def _finding(check, code, pci, gpus_by_bus, items, judged, message, **extra):
+    stamps = [e for e in items if e.get("timestamp") is not None]
+    out = {
+        "check": check,
+        "code": code,
+        "pci": pci,
+        "gpu": gpus_by_bus.get(pci_key(pci)) if pci else None,
+        "count": len(items),
+        "first_seen": min(e["timestamp"] for e in stamps) if stamps else None,
+        "last_seen": max(e["timestamp"] for e in stamps) if stamps else None,
+        "clock": stamps[0]["clock"] if stamps else None,
+        "message": message,
+    }
+    out.update(judged)
+    out.update(extra)
+    return out
+
+
+def _by_bus(gpus):
+    return dict((pci_key(g.get("pci_bus_id")), g.get("index")) for g in gpus or [])
+
+
+def xid_findings(xids, gpus=None, fatal=None, warn=None):
+    """One finding per (Xid, PCI address, cause) with its count, first/last seen and verdict."""
+    by_bus = _by_bus(gpus)
+
+    def judge(x):
+        return judge_xid(x["xid"], x.get("message") or "", fatal, warn, x.get("cause"))
+
+    out = []
+    for (num, pci, cause), items, judged in _group(xids or [], lambda x: (x["xid"], x["pci"], x.get("cause")), judge):
+        out.append(_finding("xid", num, pci, by_bus, items, judged, items[0].get("message") or "", cause=cause))
+    return out
+
+
+def sxid_findings(sxids):
+    """One finding per (SXid, NVSwitch PCI address); fatal if any of its lines says so."""
+    out = []
+    for (num, pci), items, judged in _group(
+        sxids or [], lambda x: (x["sxid"], x["pci"]), lambda x: judge_sxid(x["sxid"], x.get("fatal"))
+    ):
+        said = [e for e in items if e.get("fatal") is not None] or items
+        links = sorted(set(e["link"] for e in items if e.get("link") is not None))
+        extra = {"switch": items[0].get("switch"), "links": links}
+        out.append(_finding("sxid", num, pci, {}, items, judged, said[0].get("message") or "", **extra))
+    return out
+
+
+def kernel_error_findings(nvrm, denied, gpus=None):
+    """One finding per (driver error kind, PCI address) and per (denylist pattern, PCI address)."""
+    by_bus = _by_bus(gpus)
+    out = []
+    groups = _group(nvrm or [], lambda x: (x["kind"], x["pci"]), lambda x: judge_nvrm(x["kind"]))
+    for (kind, pci), items, judged in groups:
+        out.append(_finding("kernel_errors", kind, pci, by_bus, items, judged, items[0]["message"]))
+    for (pattern, pci), items, judged in _group(
+        denied or [], lambda x: (x["pattern"], x["pci"]), lambda x: judge_nvrm("denied")
+    ):
+        found = _finding("kernel_errors", "denied", pci, by_bus, items, judged, items[0]["message"])
+        found["pattern"] = pattern
+        out.append(found)
+    return out
+
+
+def _where(finding):
+    pci, index = finding.get("pci"), finding.get("gpu")
+    if not pci:
+        return ""
+    return " on GPU %s (%s)" % (index, pci) if index is not None else " on %s" % pci
+
+
+def _times(finding):
+    return " x%d" % finding["count"] if finding["count"] > 1 else ""
+
+
+def _summary(name, findings, entry, value, scope, clean):
+    """One check result from findings: the worst status, severity and action; fails listed first."""
     suffix = " (%s)" % scope if scope else ""
+    bad = [f for f in findings if f["status"] in ("fail", "warn")]
+    if not bad:
+        return result(name, "pass", clean + suffix, 0, 0)
+    worst = bad[0]
+    for f in bad[1:]:
+        worst = worse(worst, f)
+    ordered = [f for f in bad if f["status"] == "fail"] + [f for f in bad if f["status"] != "fail"]
+    detail = _join(entry(f) for f in ordered) + suffix
+    return result(name, worst["status"], detail, value, 0, worst["severity"], worst["action"])
+
+
+def check_xid(xids, gpus=None, fatal=None, warn=None, error=None, scope=""):
+    """Xids from the kernel log (already limited to the window), judged by the catalogue (xid_catalog)
+    with ``fatal``/``warn`` overriding it. One entry per (Xid, GPU, cause), with its count.
+
+    An Xid the driver says was caused by an earlier one is judged as that one. ``scope`` says where
+    the lines come from ("journal since boot, last 3600 s").
+    """
     if error:
         return result("xid", "warn", "kernel log not read: %s" % error)
     if xids is None:
         return result("xid", "skip", "kernel log not captured")
-    by_bus = dict((pci_key(g.get("pci_bus_id")), g.get("index")) for g in gpus or [])
-    grouped = {}
-    for x in xids:
-        key = (x["xid"], x["pci"])
-        if key not in grouped:
-            grouped[key] = {"count": 0, "message": x.get("message") or ""}
-        grouped[key]["count"] += 1
-    entries = {"fail": [], "warn": []}
-    for (num, pci), info in grouped.items():
-        status = "fail" if num in fatal else "warn"
-        label = "fatal" if num in fatal else ("application" if num in warn else "unlisted")
-        index = by_bus.get(pci_key(pci))
-        where = "GPU %s (%s)" % (index, pci) if index is not None else pci
-        times = " x%d" % info["count"] if info["count"] > 1 else ""
-        entries[status].append("Xid %d [%s] on %s%s: %s" % (num, label, where, times, info["message"][:120]))
-    if entries["fail"]:
-        return result("xid", "fail", _join(entries["fail"] + entries["warn"]) + suffix, len(xids), 0)
-    if entries["warn"]:
-        return result("xid", "warn", _join(entries["warn"]) + suffix, len(xids), 0)
-    return result("xid", "pass", "no Xid errors%s" % suffix, 0, 0)
+
+    def entry(f):
+        caused = " caused by Xid %d" % f["cause"] if f.get("cause") is not None else ""
+        return "Xid %d [%s]%s%s%s: %s" % (f["code"], f["label"], caused, _where(f), _times(f), f["message"][:120])
+
+    findings = xid_findings(xids, gpus, fatal, warn)
+    return _summary("xid", findings, entry, len(xids), scope, "no Xid errors")
+
+
+def check_sxid(sxids, error=None, scope=""):
+    """NVSwitch SXids from the kernel log (already windowed): one entry per (SXid, NVSwitch)."""
+    if error:
+        return result("sxid", "skip", "kernel log not read (see xid)")
+    if sxids is None:
+        return result("sxid", "skip", "kernel log not captured")
+
+    def entry(f):
+        links = " link %s" % ",".join(str(n) for n in f["links"]) if f["links"] else ""
+        where = " on %s (%s)%s" % (f["switch"], f["pci"], links)
+        return "SXid %d [%s]%s%s: %s" % (f["code"], f["label"], where, _times(f), f["meaning"][:120])
+
+    return _summary("sxid", sxid_findings(sxids), entry, len(sxids), scope, "no NVSwitch SXid errors")
+
+
+def check_kernel_errors(nvrm, denied=None, gpus=None, error=None, scope=""):
+    """GPU driver errors without an Xid number (a GPU fallen off the bus, RmInitAdapter, GSP timeouts)
+    and lines matching gpu_health's kernel_deny, already windowed."""
+    if error:
+        return result("kernel_errors", "skip", "kernel log not read (see xid)")
+    if nvrm is None:
+        return result("kernel_errors", "skip", "kernel log not captured")
+
+    def entry(f):
+        what = "denylisted /%s/" % f["pattern"] if f["code"] == "denied" else f["meaning"]
+        return "%s%s%s: %s" % (what, _where(f), _times(f), f["message"][:120])
+
+    findings = kernel_error_findings(nvrm, denied, gpus)
+    count = len(nvrm) + len(denied or [])
+    return _summary("kernel_errors", findings, entry, count, scope, "no GPU driver errors without an Xid")
+
+
+def kernel_findings(evidence, expect, gpus=None):
+    """Every finding behind the xid, sxid and kernel_errors checks (for gpu_health's kernel_findings)."""
+    e, x = evidence, expect
+    if e.get("xid_error") or e.get("xids") is None:
+        return []
+    return (
+        xid_findings(e.get("xids"), gpus, x.get("xid_fatal"), x.get("xid_warn"))
+        + sxid_findings(e.get("sxids"))
+        + kernel_error_findings(e.get("nvrm"), e.get("denied"), gpus)
+    )
 
 
 # ---------------------------------------------------------------------------- dcgmi diag
@@ -567,7 +710,8 @@ def evaluate(evidence, expect):
     """All checks in CHECK_NAMES order.
 
     ``evidence``: ``nvsmi`` (parsed or None), ``nvsmi_error`` (message: the GPU checks fail with it),
-    ``nvlink``/``nvlink_error``, ``xids`` (already windowed, or None)/``xid_error``/``xid_scope``,
+    ``nvlink``/``nvlink_error``, ``xids``/``sxids``/``nvrm``/``denied`` (parse_kernel_log's lists, already
+    windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
     ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
     ``gdr`` (check_gdr evidence or None). ``expect``: the module's options by name.
     """
@@ -610,16 +754,17 @@ def evaluate(evidence, expect):
             check_throttle(gpus, x.get("check_throttle", True)),
             check_fabric_manager(gpus, x.get("check_fabric_manager", "auto")),
         ]
-    xid = check_xid(
-        e.get("xids"), gpus, x.get("xid_fatal"), x.get("xid_warn"), e.get("xid_error"), e.get("xid_scope", "")
-    )
+    scope, kernel_error = e.get("xid_scope", ""), e.get("xid_error")
+    xid = check_xid(e.get("xids"), gpus, x.get("xid_fatal"), x.get("xid_warn"), kernel_error, scope)
+    sxid = check_sxid(e.get("sxids"), kernel_error, scope)
+    kernel = check_kernel_errors(e.get("nvrm"), e.get("denied"), gpus, kernel_error, scope)
     dcgm = check_dcgm(e.get("dcgm"), e.get("dcgm_level", x.get("dcgm_diag_level", 0)), e.get("dcgm_error"))
     fabric_info = e.get("fabric")
     wanted = x.get("fabric", "auto")
     ports = check_fabric_ports(fabric_info, wanted, x.get("expected_ports"), x.get("expected_port_rate_gbps"))
     fabric_name = wanted if wanted != "auto" else (fabric_info or {}).get("fabric")
     gdr = check_gdr(fabric_name, e.get("gdr"), x.get("require_gdr", True))
-    by_name = dict((r["name"], r) for r in gpu + [xid, dcgm, ports, gdr])
+    by_name = dict((r["name"], r) for r in gpu + [xid, sxid, kernel, dcgm, ports, gdr])
     return [by_name[name] for name in CHECK_NAMES]
 
 

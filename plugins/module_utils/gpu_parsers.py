@@ -17,21 +17,13 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-# Xid classification. Source: NVIDIA's Xid catalog for Ampere and newer
-# (docs.nvidia.com/deploy/xid-errors, "Resolution Bucket (Immediate Action)") and the dynamic page
-# retirement / row remapping docs (docs.nvidia.com/deploy/dynamic-page-retirement).
-# Fatal: the catalog's action is a GPU reset, node reboot or service, i.e. the GPU must not take work:
-#   48 DBE (uncorrectable ECC), 61/62 internal micro-controller halt, 63 row remap / page retirement
-#   pending ("reset gpu to activate"), 64 remap / retirement failure, 69 graphics engine class error,
-#   74 NVLink error, 79 GPU fallen off the bus, 92 high single-bit ECC rate, 95 uncontained ECC error,
-#   119/120 GSP RPC timeout / GSP error, 140 unrecovered ECC error.
-XID_FATAL_DEFAULT = [48, 61, 62, 63, 64, 69, 74, 79, 92, 95, 119, 120, 140]
-# Application-level: the catalog's action is RESTART_APP (the faulting program is at fault, the GPU is
-# fine): 13 graphics engine exception (bad address in a kernel), 31 GPU memory page fault (invalid
-# access), 43 GPU stopped processing (channel killed after an app fault), 45 preemptive cleanup after
-# an earlier error. 94 (contained ECC error) is RESTART_APP too; the row remap it triggers shows up
-# as Xid 63 and as remapped_rows.pending, which are fatal.
-XID_WARN_DEFAULT = [13, 31, 43, 45, 94]
+from ansible_collections.raygate.cluster.plugins.module_utils import xid_catalog as xc
+
+# The Xids the catalogue (xid_catalog: NVIDIA's Xid catalog, with the reasons where it is stricter)
+# fails, and those it only warns on. gpu_health's xid_fatal / xid_warn add to these, they do not
+# replace them.
+XID_FATAL_DEFAULT = sorted(code for code, entry in xc.XIDS.items() if entry[1] == "fatal")
+XID_WARN_DEFAULT = sorted(code for code, entry in xc.XIDS.items() if entry[1] in ("app", "info", "degraded"))
 
 _NA_WORDS = ("n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]", "")
 
@@ -274,6 +266,9 @@ def parse_nvlink_status(text):
 
 # ---------------------------------------------------------------------------- kernel log Xid lines
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f.]+)\): (\d+),\s*(.*)$")
+# The driver appends this to an Xid raised because of an earlier one (typically 45 after an NVLink
+# fault): "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149".
+_CAUSE = re.compile(r"caused by previous Xid (\d+)")
 _PID = re.compile(r"^pid=(?:'?<unknown>'?|(\d+))(?:,\s*|$)")
 _NAME = re.compile(r"^name=([^,]*)(?:,\s*|$)")
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?(Z|[+-]\d{2}:?\d{2})?(?=\s|$)")
@@ -330,13 +325,28 @@ def _split_fields(rest):
     return pid, name, rest.strip()
 
 
+def _xid_event(m):
+    """The fields of one ``NVRM: Xid`` match, without its time."""
+    pid, name, message = _split_fields(m.group(3))
+    cause = _CAUSE.search(message)
+    return {
+        "xid": int(m.group(2)),
+        "pci": m.group(1).lower(),
+        "pid": pid,
+        "name": name,
+        "message": message,
+        "cause": int(cause.group(1)) if cause else None,
+    }
+
+
 def parse_xids(text, since=None):
     """Kernel log text -> one dict per ``NVRM: Xid`` line, in log order.
 
     Each: ``xid`` (int), ``pci`` (``"0000:9b:00"``), ``pid`` (int or None), ``name`` (process or None),
-    ``message``, ``timestamp`` and ``clock``: ``wall`` (epoch seconds: ISO, ``dmesg -T``, unix) or
-    ``boot`` (plain dmesg ``[ 1234.5]``), both None when the line has no time. ``since`` drops lines
-    stamped earlier (compare in the same clock); undated lines are always kept.
+    ``message``, ``cause`` (N of the driver's "caused by previous Xid N", else None), ``timestamp`` and
+    ``clock``: ``wall`` (epoch seconds: ISO, ``dmesg -T``, unix) or ``boot`` (plain dmesg ``[ 1234.5]``),
+    both None when the line has no time. ``since`` drops lines stamped earlier (compare in the same
+    clock); undated lines are always kept.
     """
     out = []
     for line in text.splitlines():
@@ -346,25 +356,15 @@ def parse_xids(text, since=None):
         ts, clock = _timestamp(line[: m.start()])
         if since is not None and ts is not None and ts < since:
             continue
-        pid, name, message = _split_fields(m.group(3))
-        out.append(
-            {
-                "xid": int(m.group(2)),
-                "pci": m.group(1).lower(),
-                "pid": pid,
-                "name": name,
-                "message": message,
-                "timestamp": ts,
-                "clock": clock,
-            }
-        )
+        event = _xid_event(m)
+        event["timestamp"], event["clock"] = ts, clock
+        out.append(event)
     return out
 
 
 def classify_xid(xid, fatal=None, warn=None):
-    """``fail`` for a fatal Xid, ``warn`` for an application-level or unknown one."""
-    fatal = XID_FATAL_DEFAULT if fatal is None else fatal
-    return "fail" if xid in fatal else "warn"
+    """``fail`` for an Xid the catalogue (or ``fatal``) calls fatal, ``warn`` for any other one."""
+    return judge_xid(xid, "", fatal, warn)["status"]
 
 
 # ---------------------------------------------------------------------------- dcgmi diag
@@ -573,32 +573,32 @@ def _syslog_seconds(m, now):
     return seconds
 
 
+def _prefix_end(line):
+    """Where the message of a kernel log line starts: at ``NVRM:`` or ``nvidia-nvswitchN:``, else None."""
+    cuts = [i for i in (line.find(_NVRM), line.find(_NVSWITCH)) if i >= 0]
+    return min(cuts) if cuts else None
+
+
 def line_timestamp(line, now=None):
     """(seconds, clock) of one kernel log line, as ``parse_xids`` would stamp it, syslog dates first.
 
     A classic syslog date (``Nov 21 10:00:01``, local time, no year: the year is that of ``now`` unless
     that lies in the future) gives ``wall``; otherwise the same forms ``parse_xids`` reads. Only the
-    text before ``NVRM:`` is looked at, so a message cannot fake a time. (None, None) when undated.
+    text before ``NVRM:`` (or ``nvidia-nvswitchN:``) is looked at, so a message cannot fake a time.
+    (None, None) when undated.
     """
     m = _SYSLOG.match(line)
     if m:
         seconds = _syslog_seconds(m, now)
         if seconds is not None:
             return seconds, "wall"
-    cut = line.find(_NVRM)
-    return _timestamp(line if cut < 0 else line[:cut])
+    cut = _prefix_end(line)
+    return _timestamp(line if cut is None else line[:cut])
 
 
 def kernel_log_xids(text, now=None):
     """``parse_xids`` over a kernel log, with each Xid stamped by ``line_timestamp`` (syslog dates first)."""
-    out = []
-    for line in text.splitlines():
-        if "Xid" not in line:
-            continue
-        for xid in parse_xids(line):
-            xid["timestamp"], xid["clock"] = line_timestamp(line, now)
-            out.append(xid)
-    return out
+    return parse_kernel_log(text, now)["xids"]
 
 
 def newest_timestamps(text, now=None):
@@ -609,3 +609,213 @@ def newest_timestamps(text, now=None):
         if clock and (newest[clock] is None or seconds > newest[clock]):
             newest[clock] = seconds
     return newest
+
+
+# ---------------------------------------------------------------------------- kernel log: the rest
+# NVSwitch errors: "nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link
+# DLREQ interrupt". One event prints several lines with the same code (Data {...}, the Fatal/Non-fatal
+# line, Severity ...); only one of them carries the word.
+_SXID = re.compile(
+    r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+(?:\.[0-7])?)\): (\d+),\s*(.*)$"
+)
+_SXID_WORD = re.compile(r"^(Fatal|Non-fatal)\b", re.IGNORECASE)
+_LINK = re.compile(r"\bLink (\d+)\b")
+_NVSWITCH = "nvidia-nvswitch"
+# A PCI address in a message: "GPU 0000:0a:00.0:", "GPU at PCI:0000:9b:00" (never "PCI ID: 10de:26b5").
+_PCI_IN_TEXT = re.compile(r"(?:PCI:)?\b([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\b")
+# The driver prints some errors as one record over several lines; dmesg and journalctl show the
+# rest indented, without a time: "NVRM: The NVIDIA GPU 0000:b3:00.0" / "NVRM: (PCI ID: 10de:26b5)
+# installed in this system has" / "NVRM: fallen off the bus and is not responding to commands."
+_RECORD_HEAD = re.compile(r"The NVIDIA GPU (?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})")
+_RECORD_LINES = 4
+_NVRM_ERRORS = [(key, re.compile(rx)) for key, rx, _meaning, _klass, _action in xc.NVRM_ERRORS]
+_NVRM_BY_KEY = dict((entry[0], entry) for entry in xc.NVRM_ERRORS)
+_RECOVERY_TO = re.compile(r"to 0x[0-9A-Fa-f]+ \(([^)]*)\)")
+_NVLINK5_WORD = re.compile(r"\b(Nonfatal|Non-fatal|Fatal)\b", re.IGNORECASE)
+_RANK_SEVERITY = {"do-not-allocate": 2, "degraded": 1, "info": 0}
+
+
+def compile_patterns(patterns, name="patterns"):
+    """Regular expressions (strings or compiled) -> compiled; ValueError naming ``name[i]`` for a bad one."""
+    out = []
+    for i, pattern in enumerate(patterns or ()):
+        if hasattr(pattern, "search"):
+            out.append(pattern)
+            continue
+        if not isinstance(pattern, str) or pattern == "":
+            raise ValueError("%s[%d] must be a non-empty regular expression, not %r" % (name, i, pattern))
+        try:
+            out.append(re.compile(pattern))
+        except re.error as exc:
+            raise ValueError("%s[%d] %r is not a valid regular expression: %s" % (name, i, pattern, exc)) from exc
+    return out
+
+
+def _pci_in(text):
+    m = _PCI_IN_TEXT.search(text or "")
+    return m.group(1).lower() if m else None
+
+
+def _sxid_event(m):
+    rest = m.group(4).strip()
+    word = _SXID_WORD.match(rest)
+    link = _LINK.search(rest)
+    return {
+        "sxid": int(m.group(3)),
+        "switch": m.group(1),
+        "pci": m.group(2).lower(),
+        "fatal": (word.group(1).lower() == "fatal") if word else None,
+        "link": int(link.group(1)) if link else None,
+        "message": rest,
+    }
+
+
+def _nvrm_error(text):
+    """The NVRM_ERRORS key the text after ``NVRM:`` matches, or None."""
+    for key, rx in _NVRM_ERRORS:
+        if rx.search(text):
+            return key
+    return None
+
+
+def _record(state, nvrm, ts, clock, line):
+    """Track a multi-line NVRM record: returns (ts, clock, pci) to use for this line."""
+    head = _RECORD_HEAD.search(nvrm) if nvrm is not None else None
+    if head:
+        state.update(pci=head.group(1).lower(), ts=ts, clock=clock, left=_RECORD_LINES)
+        return ts, clock, state["pci"]
+    if nvrm is None or not state.get("left"):
+        return ts, clock, None
+    state["left"] -= 1
+    if ts is None and line[:1].isspace():
+        ts, clock = state["ts"], state["clock"]
+    return ts, clock, state["pci"]
+
+
+def parse_kernel_log(text, now=None, allow=None, deny=None):
+    """Kernel log text -> ``{"xids", "sxids", "nvrm", "denied"}``: lists of events in log order.
+
+    - ``xids``: as ``parse_xids`` (with ``cause``), stamped by ``line_timestamp``.
+    - ``sxids``: ``{sxid, switch, pci, fatal (True/False, None when the line does not say), link,
+      message}``.
+    - ``nvrm``: GPU driver errors without an Xid number (xid_catalog.NVRM_ERRORS): ``{kind, pci,
+      message}``; the continuation lines of a multi-line record take its time and PCI address.
+    - ``denied``: lines matching a ``deny`` pattern: ``{pattern, pci, message}``.
+    Every event also has ``timestamp`` and ``clock``. A line matching an ``allow`` pattern is skipped
+    entirely. ``allow``/``deny``: regular expressions (ValueError on a bad one).
+    """
+    allow = compile_patterns(allow, "kernel_allow")
+    deny = compile_patterns(deny, "kernel_deny")
+    out = {"xids": [], "sxids": [], "nvrm": [], "denied": []}
+    record = {}
+    for line in text.splitlines():
+        if not line.strip() or any(p.search(line) for p in allow):
+            continue
+        cut = line.find(_NVRM)
+        nvrm = line[cut + len(_NVRM) :].strip() if cut >= 0 else None
+        m = _XID.search(line) if nvrm is not None else None
+        s = _SXID.search(line) if m is None and _NVSWITCH in line else None
+        denied = next((p for p in deny if p.search(line)), None)
+        if nvrm is None and s is None and denied is None:
+            continue  # most of a journal: not worth a timestamp
+        ts, clock = line_timestamp(line, now)
+        ts, clock, record_pci = _record(record, nvrm, ts, clock, line)
+        stamp = {"timestamp": ts, "clock": clock}
+        if m:
+            out["xids"].append(dict(_xid_event(m), **stamp))
+        elif s:
+            out["sxids"].append(dict(_sxid_event(s), **stamp))
+        elif nvrm is not None:
+            kind = _nvrm_error(nvrm)
+            if kind:
+                pci = _pci_in(nvrm) or record_pci
+                out["nvrm"].append(dict({"kind": kind, "pci": pci, "message": nvrm[:300]}, **stamp))
+        if denied is not None:
+            where = line[_prefix_end(line) or 0 :]
+            entry = {"pattern": denied.pattern, "pci": _pci_in(where), "message": line.strip()[:300]}
+            out["denied"].append(dict(entry, **stamp))
+    return out
+
+
+# ---------------------------------------------------------------------------- judging (xid_catalog)
+def _verdict(klass, action, meaning, label=None):
+    status, severity = xc.CLASSES[klass]
+    return {
+        "status": status,
+        "severity": severity,
+        "action": action,
+        "meaning": meaning,
+        "label": label or xc.LABELS[klass],
+    }
+
+
+def worse(a, b):
+    """The worse of two verdicts (fail over warn, then by severity); ``a`` on a tie."""
+    rank_a = (a["status"] == "fail", _RANK_SEVERITY[a["severity"]])
+    rank_b = (b["status"] == "fail", _RANK_SEVERITY[b["severity"]])
+    return b if rank_b > rank_a else a
+
+
+def _nvlink5(code, message):
+    word = _NVLINK5_WORD.search(message or "")
+    if word:
+        return "fatal" if word.group(1).lower() == "fatal" else "info"
+    return xc.NVLINK5_FALLBACK.get(code, xc.NVLINK5_DEFAULT)
+
+
+def _recovery(message):
+    m = _RECOVERY_TO.search(message or "")
+    target = m.group(1).strip() if m else None
+    klass, action = xc.RECOVERY_ACTIONS.get((target or "").lower(), ("degraded", None))
+    meaning = "GPU recovery action changed to %s" % target if target else "GPU recovery action changed"
+    return klass, action, meaning
+
+
+def judge_xid(xid, message="", fatal=None, warn=None, cause=None):
+    """``{status, severity, action, meaning, label}`` of one Xid line by the catalogue.
+
+    An Xid the driver says was ``cause``d by an earlier one is judged as that one. ``fatal`` and
+    ``warn`` (gpu_health's xid_fatal / xid_warn) override the catalogue: a code in ``fatal`` fails,
+    one in ``warn`` (and not in ``fatal``) at most warns. An Xid the catalogue does not list warns,
+    labelled unlisted.
+    """
+    code = cause if cause is not None else xid
+    meaning, klass, action = xc.XIDS.get(code, xc.UNLISTED)
+    own = message if cause is None else ""
+    label = None if code in xc.XIDS else "unlisted"
+    if klass == "nvlink5":
+        klass = _nvlink5(code, own)
+        action = action if klass != "info" else None
+    elif klass == "recovery":
+        klass, action, meaning = _recovery(own)
+    if fatal and code in fatal:
+        klass, action, label = "fatal", action or xc.RESET_GPU, None
+    elif warn and code in warn and klass == "fatal":
+        klass, label = "degraded", None
+    return _verdict(klass, action, meaning, label)
+
+
+def judge_sxid(sxid, fatal=None):
+    """The verdict on one NVSwitch SXid; ``fatal`` is what the line itself says (None: it does not).
+
+    Always-fatal codes fail whatever the line says; otherwise the line's own word wins (the guide's
+    fatal table lists errors that are fatal only when the driver reports them so), then the
+    catalogue. An SXid the catalogue does not list warns unless its line says Fatal.
+    """
+    name, kind = xc.SXIDS.get(sxid, (None, None))
+    meaning = name or "unlisted SXid (see NVIDIA's Fabric Manager guide)"
+    label = None if name else "unlisted"
+    if kind == "always_fatal" or fatal is True or (fatal is None and kind == "fatal"):
+        return _verdict("fatal", xc.SXID_FATAL_ACTION, meaning)
+    if kind == "info":
+        return _verdict("info", None, meaning)
+    return _verdict("degraded", xc.SXID_DEGRADED_ACTION, meaning, label)
+
+
+def judge_nvrm(kind):
+    """The verdict on one Xid-less driver error (an xid_catalog.NVRM_ERRORS key), or a ``denied`` line."""
+    if kind == "denied":
+        meaning, klass, action = xc.DENIED
+    else:
+        _key, _rx, meaning, klass, action = _NVRM_BY_KEY[kind]
+    return _verdict(klass, action, meaning)

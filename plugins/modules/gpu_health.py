@@ -12,12 +12,18 @@ version_added: 0.1.0
 description:
   - Reads C(nvidia-smi -q -x) once and C(nvidia-smi nvlink -s) once, the kernel log, optionally
     C(dcgmi diag), and the RDMA fabric (sysfs, C(ibstat), C(fi_info)), and judges them in one call.
+  - The kernel log gives three checks - C(xid) (GPU Xid errors), C(sxid) (NVSwitch SXid errors)
+    and C(kernel_errors) (GPU driver errors without an Xid number, such as a GPU that fell off the
+    bus, C(RmInitAdapter failed) or a GSP timeout, and lines matching O(kernel_deny)). Each code is
+    judged by a catalogue built from NVIDIA's Xid catalog and Fabric Manager guide, which gives it a
+    severity and a recommended action; repeats count as one finding per code and device (see
+    RV(kernel_findings)).
   - Returns one result per check, each C({name, status, detail, value, threshold}) with status
     V(pass), V(warn), V(fail) or V(skip), in this fixed order and always all of them -
     C(gpu_count), C(driver_version), C(cuda_version), C(persistence_mode), C(ecc_mode),
     C(ecc_uncorrectable_volatile), C(ecc_uncorrectable_aggregate), C(ecc_correctable_sram),
     C(ecc_correctable_dram), C(retired_pages_pending), C(remapped_rows_pending),
-    C(remapped_rows_failure), C(xid), C(nvlink), C(pcie_link), C(thermal_throttle),
+    C(remapped_rows_failure), C(xid), C(sxid), C(kernel_errors), C(nvlink), C(pcie_link), C(thermal_throttle),
     C(fabric_manager), C(dcgm_diag), C(fabric_ports), C(gpudirect_rdma).
   - The node is unhealthy (RV(healthy=false)) when any check fails. A missing or failing
     C(nvidia-smi) (no driver) fails every GPU check with the tool's message; the module itself
@@ -34,7 +40,7 @@ requirements:
     above V(0)
   - for the fabric checks, sysfs (C(sys/class/infiniband) under O(sysfs_root)), with C(ibstat)
     (infiniband-diags) and C(fi_info) (libfabric, where the EFA installer puts it) when installed
-  - C(journalctl) or C(dmesg) for the Xid check (see O(kernel_log))
+  - C(journalctl) or C(dmesg) for the kernel log checks (see O(kernel_log))
   - none of these with O(capture_dir), which only reads files
 author:
   - raygate maintainers (@raygate)
@@ -88,28 +94,50 @@ options:
     default: false
   xid_window:
     description:
-      - Only Xid errors of the last this many seconds count. V(0) counts the whole log (journal and
-        dmesg - since boot). Against the clock of the node, or with O(capture_dir) against the newest
-        timestamp in the captured kernel log. Lines without a timestamp always count.
+      - Only kernel log lines (Xid, SXid, driver errors, O(kernel_deny) matches) of the last this many
+        seconds count. V(0) counts the whole log (journal and dmesg - since boot). Against the clock of
+        the node, or with O(capture_dir) against the newest timestamp in the captured kernel log. Lines
+        without a timestamp always count.
     type: int
     default: 0
   xid_fatal:
     description:
-      - Xid numbers that fail the node. The default follows NVIDIA's Xid catalog (a reset, reboot or
-        service is required).
+      - Xid numbers that fail the node, on top of the catalogue (which already fails those NVIDIA
+        says need a GPU reset, a reboot or service, for example 48, 63, 74, 79, 95, 119).
+      - An Xid the driver says was caused by an earlier one (C(caused by previous Xid N)) is judged
+        as N, so list N here.
     type: list
     elements: int
-    default: [48, 61, 62, 63, 64, 69, 74, 79, 92, 95, 119, 120, 140]
+    default: []
   xid_warn:
     description:
-      - Xid numbers known to be application faults (the catalog says restart the application); they
-        warn. An Xid in neither list also warns, labelled unlisted.
+      - Xid numbers that at most warn, even where the catalogue fails them (a number also in
+        O(xid_fatal) fails). Application faults (13, 31, 43, 45, ...) already only warn; an Xid the
+        catalogue does not list warns too, labelled unlisted.
     type: list
     elements: int
-    default: [13, 31, 43, 45, 94]
+    default: []
+  kernel_allow:
+    description:
+      - Regular expressions (Python C(re), searched anywhere in the line); a kernel log line that
+        matches one is never a finding, not even an Xid. For known noise, for example
+        V(nvidia-peermem nv_get_p2p_free_callback).
+      - A bad expression fails the module before anything runs.
+    type: list
+    elements: str
+    default: []
+  kernel_deny:
+    description:
+      - Regular expressions; a kernel log line that matches one (and no O(kernel_allow) entry) fails
+        C(kernel_errors), even without an Xid. For faults the catalogue does not know, for example
+        V(mlx5_core .*fatal error) (an HCA firmware failure).
+      - A bad expression fails the module before anything runs.
+    type: list
+    elements: str
+    default: []
   kernel_log:
     description:
-      - Where Xid errors are read. V(auto) reads C(journalctl -k -b --no-pager -o short-monotonic)
+      - Where the kernel log is read. V(auto) reads C(journalctl -k -b --no-pager -o short-monotonic)
         when the journal has kernel entries, else C(dmesg). V(journal) and V(dmesg) force one, an
         absolute path reads that file (for example V(/var/log/kern.log)). Ignored with O(capture_dir).
     type: str
@@ -203,9 +231,12 @@ notes:
     C(dcgmi diag -r 1 -j > dcgmi-diag.json), C(ibstat > ibstat.txt) and
     C(fi_info -p efa -t FI_EP_RDM > fi_info.txt).
 seealso:
-  - name: NVIDIA Xid errors
-    description: The Xid catalog the default fatal and warn lists follow.
-    link: https://docs.nvidia.com/deploy/xid-errors/
+  - name: NVIDIA Xid catalog
+    description: The Xid catalog the C(xid) check's catalogue follows.
+    link: https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html
+  - name: NVIDIA Fabric Manager user guide
+    description: Its appendix D lists the NVSwitch SXid errors, fatal and non-fatal, the C(sxid) check judges by.
+    link: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
 """
 
 EXAMPLES = r"""
@@ -231,6 +262,15 @@ EXAMPLES = r"""
     kernel_log: /var/log/kern.log
     timeout: 600
 
+- name: Ignore a known noisy line, and fail on an HCA firmware error the catalogue does not know
+  raygate.cluster.gpu_health:
+    expected_gpus: 8
+    xid_window: 86400
+    kernel_allow:
+      - "nvidia-peermem nv_get_p2p_free_callback:\\d+ ERROR detected invalid context"
+    kernel_deny:
+      - "mlx5_core .*fatal error"
+
 # On the node, first:
 #   mkdir /tmp/node7 && cd /tmp/node7 && nvidia-smi -q -x > nvidia-smi.xml &&
 #   nvidia-smi nvlink -s > nvlink.txt && journalctl -k -b -o short-monotonic > kern.log &&
@@ -244,7 +284,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 checks:
-  description: One result per check, always all twenty, in the order listed in the description.
+  description: One result per check, always all twenty-two, in the order listed in the description.
   returned: always
   type: list
   elements: dict
@@ -306,10 +346,33 @@ checked_at:
   type: float
   sample: 1763719201.5
 kernel_log:
-  description: Where the Xid errors were read (null when not read).
+  description: Where the kernel log was read (null when not read).
   returned: always
   type: str
   sample: journal since boot
+kernel_findings:
+  description:
+    - What the C(xid), C(sxid) and C(kernel_errors) checks found, one entry per code and device
+      (repeats counted), each judged by the catalogue. Empty when the kernel log was not read.
+    - C(check) (V(xid), V(sxid) or V(kernel_errors)), C(code) (the Xid or SXid number, or the kind of
+      driver error - V(fallen_off_bus), V(gsp_timeout), V(gsp_init), V(init_failed), V(probe_failed),
+      V(denied)), C(pci), C(gpu) (its nvidia-smi index, or null), C(count), C(first_seen) and
+      C(last_seen) (timestamps in C(clock) - V(wall) epoch seconds or V(boot) seconds since boot -
+      or null when undated), C(status) (V(fail) or V(warn)), C(severity), C(action) (the
+      recommended remedy, or null), C(meaning), C(label), C(message) (the first line's text); for Xids
+      C(cause) (the earlier Xid the driver blames, or null), for SXids C(switch) and C(links), for
+      denied lines C(pattern).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {check: xid, code: 45, cause: 149, pci: "0000:dc:00", gpu: 6, count: 2, first_seen: 1763718001.2,
+       last_seen: 1763718002.9, clock: wall, status: fail, severity: do-not-allocate, action: reset the GPU,
+       meaning: NVLink NETIR error, label: fatal, message: "Ch 00000001 caused by previous Xid 149"}
+    - {check: kernel_errors, code: fallen_off_bus, pci: "0000:5d:00", gpu: 3, count: 1, first_seen: 14387.2,
+       last_seen: 14387.2, clock: boot, status: fail, severity: do-not-allocate, action: reboot the node,
+       meaning: "GPU has fallen off the bus (no Xid: the driver lost it, often at probe time)", label: fatal,
+       message: "fallen off the bus and is not responding to commands."}
 fabric:
   description: >-
     The RDMA fabric found (C(fabric), C(active_ports), C(down_ports), C(rate_gbps), C(warnings)),
@@ -377,13 +440,29 @@ def _read(path):
         return None, "cannot read %s: %s" % (path, exc.strerror or exc)
 
 
-def _xid_lines(path):
-    """(text, error): only the lines of a possibly huge log file that can hold an Xid."""
+# A line of a GPU driver or NVSwitch message contains one of these; other lines matter only to kernel_deny.
+KERNEL_WORDS = ("NVRM", "Xid", "nvswitch")
+
+
+def _kernel_lines(path, deny=()):
+    """(text, error): only the lines of a possibly huge log file the kernel log checks can use."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return "".join(line for line in fh if "Xid" in line), None
+            keep = [
+                line for line in fh if any(word in line for word in KERNEL_WORDS) or any(p.search(line) for p in deny)
+            ]
+            return "".join(keep), None
     except OSError as exc:
         return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+
+
+def judge_kernel_log(ev, text, params, now, newest):
+    """Parse ``text`` into ``ev`` (xids, sxids, nvrm, denied), each limited to the xid_window before
+    ``newest`` (``{"wall": ..., "boot": ...}``, the references of the two clocks)."""
+    parsed = gp.parse_kernel_log(text, now, params["kernel_allow"], params["kernel_deny"])
+    window = params["xid_window"]
+    for key in ("xids", "sxids", "nvrm", "denied"):
+        ev[key] = gc.events_in_window(parsed[key], window, newest["wall"], newest["boot"])
 
 
 def _window_scope(label, window):
@@ -466,12 +545,12 @@ class Live:
             if error and journal_error:
                 error = "%s; %s" % (journal_error, error)
         if mode not in KERNEL_LOG_MODES:
-            text, error = _xid_lines(mode)
+            text, error = _kernel_lines(mode, gp.compile_patterns(self.p["kernel_deny"]))
         if text is None:
             ev["xid_error"] = error
             return None
         now = _now()
-        ev["xids"] = gc.xids_in_window(gp.kernel_log_xids(text, now), window, now, _uptime())
+        judge_kernel_log(ev, text, self.p, now, {"wall": now, "boot": _uptime()})
         ev["xid_scope"] = _window_scope(label, window)
         return label
 
@@ -581,9 +660,7 @@ class Capture:
                 return None
             window = self.p["xid_window"]
             now = _now()
-            newest = gp.newest_timestamps(text, now)
-            xids = gp.kernel_log_xids(text, now)
-            ev["xids"] = gc.xids_in_window(xids, window, newest["wall"], newest["boot"])
+            judge_kernel_log(ev, text, self.p, now, gp.newest_timestamps(text, now))
             scope = name if not window else "%s, last %d s before its newest line" % (name, window)
             ev["xid_scope"] = scope
             return name
@@ -632,6 +709,11 @@ def validate(module):
     for kind, value in (p["ecc_correctable_max"] or {}).items():
         if value is not None and value < 0:
             module.fail_json(msg="ecc_correctable_max.%s must be 0 or more, not %d" % (kind, value))
+    for name in ("kernel_allow", "kernel_deny"):
+        try:
+            gp.compile_patterns(p[name], name)
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
 
 
 def main():
@@ -652,8 +734,10 @@ def main():
             ),
             fail_on_ecc_correctable=dict(type="bool", default=False),
             xid_window=dict(type="int", default=0),
-            xid_fatal=dict(type="list", elements="int", default=list(gp.XID_FATAL_DEFAULT)),
-            xid_warn=dict(type="list", elements="int", default=list(gp.XID_WARN_DEFAULT)),
+            xid_fatal=dict(type="list", elements="int", default=[]),
+            xid_warn=dict(type="list", elements="int", default=[]),
+            kernel_allow=dict(type="list", elements="str", default=[]),
+            kernel_deny=dict(type="list", elements="str", default=[]),
             kernel_log=dict(type="str", default="auto"),
             check_nvlink=dict(type="bool", default=True),
             check_pcie=dict(type="bool", default=True),
@@ -683,6 +767,7 @@ def main():
         evidence, label = Live(p, CommandRunner(timeout=p["timeout"])).gather()
     results = gc.evaluate(evidence, p)
     nvsmi = evidence.get("nvsmi")
+    findings = gc.kernel_findings(evidence, p, (nvsmi or {}).get("gpus"))
     extra = {}
     if p["textfile_dir"]:
         extra["textfile_dir_exists"] = os.path.isdir(p["textfile_dir"])
@@ -695,6 +780,7 @@ def main():
         source=source,
         checked_at=_now(),
         kernel_log=label,
+        kernel_findings=findings,
         fabric=fabric_summary(evidence.get("fabric")),
         **gc.summarize(results),
         **extra,

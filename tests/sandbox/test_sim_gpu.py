@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers, nccl_parsers
+from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks, gpu_parsers, nccl_parsers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(HERE, "sim")
@@ -96,6 +96,7 @@ def summary(sim):
     dcgm = gpu_parsers.parse_dcgmi_diag(sim.ok("dcgmi", "diag", "-r", "2", "-j"))
     root = sim.build()
     kern = (root / "var" / "log" / "kern.log").read_text()
+    kernel = gpu_parsers.parse_kernel_log(kern)
     version = root / "proc" / "driver" / "nvidia" / "version"
     gpus = {}
     for g in nvsmi["gpus"]:
@@ -121,6 +122,8 @@ def summary(sim):
         "gpus": gpus,
         "dcgm": (dcgm["overall"], [(t["name"], t["gpus"]) for t in dcgm["tests"] if t["status"] != "pass"]),
         "xids": [(x["xid"], x["pci"]) for x in gpu_parsers.parse_xids(kern)],
+        "nvrm": [(e["kind"], e["pci"]) for e in kernel["nvrm"]],
+        "sxids": [(x["sxid"], x["pci"], x["fatal"], x["link"]) for x in kernel["sxids"]],
         "peermem": (root / "sys" / "module" / "nvidia_peermem" / "initstate").exists(),
         "open_module": version.exists() and "Open Kernel Module" in version.read_text(),
     }
@@ -147,7 +150,7 @@ def test_healthy_default_is_eight_clean_h100(healthy):
         assert g["fabric"] == {"state": "Completed", "status": "Success"}
         assert (g["links"], g["links_down"]) == (18, [])
     assert healthy["dcgm"] == ("pass", [])
-    assert healthy["xids"] == []
+    assert healthy["xids"] == [] and healthy["nvrm"] == [] and healthy["sxids"] == []
     assert healthy["peermem"] and healthy["open_module"]
 
 
@@ -244,6 +247,14 @@ FAULT_CASES = {
     "remap_failure": ({"type": "remap_failure", "gpu": 6}, [_set(["gpus", 6, "remapped", "failure"], True)]),
     "xid": ({"type": "xid", "xid": 79, "gpu": 3}, [_set(["xids"], [(79, "0000:5d:00")])]),
     "xid_app": ({"type": "xid", "xid": 13}, [_set(["xids"], [(13, "0000:18:00")])]),
+    "fallen_off_bus": (
+        {"type": "fallen_off_bus", "gpu": 3},
+        [_set(["nvrm"], [("fallen_off_bus", "0000:5d:00"), ("probe_failed", "0000:5d:00")])],
+    ),
+    "sxid": (
+        {"type": "sxid", "sxid": 20034, "switch": 1, "port": 28},
+        [_set(["sxids"], [(20034, "0000:c3:00.0", f, link) for f, link in ((None, None), (True, 28), (None, None))])],
+    ),
     "nvlink_down": ({"type": "nvlink_down", "gpu": 2, "link": 5}, [_set(["gpus", 2, "links_down"], [5])]),
     "pcie_downgraded": (
         {"type": "pcie_downgraded", "gpu": 7},
@@ -331,6 +342,9 @@ def test_bad_options_fail_like_the_tools(sim):
         ({"faults": [{"type": "low_bandwidth", "factor": 2}]}, "bad factor"),
         ({"faults": [{"type": "missing_gpu", "count": 8}]}, "at least one"),
         ({"nvswitch": False, "faults": [{"type": "fabric_manager_down"}]}, "nvswitch"),
+        ({"nvswitch": False, "faults": [{"type": "sxid"}]}, "sxid needs nvswitch: true"),
+        ({"faults": [{"type": "sxid", "switch": 4}]}, "bad switch 4"),
+        ({"faults": [{"type": "sxid", "sxid": 79}]}, "bad sxid 79"),
         ({"colour": "green"}, "unknown gpu keys"),
     ],
 )
@@ -360,6 +374,75 @@ def test_build_keeps_the_fabric_tree_and_replaces_gpu_files(sim):
     assert not (root / "sys" / "module" / "nvidia_peermem").exists()
     assert (root / "sys" / "class" / "infiniband" / "mlx5_7").is_dir()
     assert gpu_parsers.parse_xids((root / "var" / "log" / "kern.log").read_text()) == []
+
+
+# NVIDIA/nvtrust issue 124: a real non-fatal SXid event (Data, the Non-fatal line, Severity).
+REAL_SXID = """[   38.175561] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Data {0x0000002b, 0x0000002b, 0x00000000, 0x0000002b, 0x80005302, 0x00000000, 0x00000000, 0x00000000, 0x00000000}
+[   38.178720] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt
+[   38.180708] nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Severity 0 Engine instance 44 Sub-engine instance 00
+"""  # noqa: E501
+# NVIDIA/NVSentinel issue 155: the driver's three-line fallen-off-the-bus record, as dmesg shows it.
+REAL_FALLEN = """[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0
+               NVRM: (PCI ID: 10de:26b5) installed in this system has
+               NVRM: fallen off the bus and is not responding to commands.
+[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).
+"""
+
+
+def _kernel_checks(kern, gpus):
+    parsed = gpu_parsers.parse_kernel_log(kern)
+    return (
+        gpu_checks.check_xid(parsed["xids"], gpus),
+        gpu_checks.check_sxid(parsed["sxids"]),
+        gpu_checks.check_kernel_errors(parsed["nvrm"], parsed["denied"], gpus),
+    )
+
+
+def test_kernel_log_faults_fail_gpu_healths_checks(sim):
+    faults = [
+        {"type": "fallen_off_bus", "gpu": 3},
+        {"type": "sxid", "sxid": 20034, "switch": 1, "port": 28},
+        {"type": "sxid", "sxid": 22013, "switch": 0, "port": 44},
+    ]
+    sim.scenario(gpu_spec(*faults))
+    kern = (sim.build() / "var" / "log" / "kern.log").read_text()
+    gpus = gpu_parsers.parse_nvsmi_xml(sim.ok("nvidia-smi", "-q", "-x"))["gpus"]
+    xid, sxid, kernel = _kernel_checks(kern, gpus)
+    assert xid["status"] == "pass"
+    assert (sxid["status"], sxid["severity"], sxid["action"]) == ("fail", "do-not-allocate", "reboot the node")
+    assert sxid["detail"].startswith("SXid 20034 [fatal] on nvidia-nvswitch1 (0000:c3:00.0) link 28 x3")
+    assert "SXid 22013 [info] on nvidia-nvswitch0 (0000:c2:00.0) link 44 x3" in sxid["detail"]
+    assert (kernel["status"], kernel["action"]) == ("fail", "reboot the node")
+    assert kernel["detail"].startswith("GPU has fallen off the bus (no Xid")
+    assert "on GPU 3 (0000:5d:00)" in kernel["detail"]
+    # Only the fault's own lines: a healthy build judges clean.
+    sim.scenario({})
+    clean = _kernel_checks((sim.build() / "var" / "log" / "kern.log").read_text(), gpus)
+    assert [r["status"] for r in clean] == ["pass", "pass", "pass"]
+
+
+def test_kernel_log_fault_lines_have_the_real_shape(sim):
+    sim.scenario(gpu_spec({"type": "fallen_off_bus", "gpu": 1}, {"type": "sxid", "sxid": 22013, "port": 44}))
+    kern = (sim.build() / "var" / "log" / "kern.log").read_text()
+
+    number = re.compile(r"0x[0-9a-f]+|[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.\d)?|[0-9a-f]{4}:[0-9a-f]{4}|\d+")
+
+    def shape(text, keep):
+        # The message part of the matching lines (no time, host or prefix), numbers and addresses as N.
+        lines = [x for x in text.splitlines() if keep(x)]
+        return [number.sub("N", re.sub(r"^.*?(NVRM:|nvidia-nvswitch)", r"\1", x)) for x in lines]
+
+    def sxid(x):
+        return "nvidia-nvswitch" in x
+
+    def record(x):
+        return "NVRM: The NVIDIA GPU" in x or x.startswith("               NVRM:")
+
+    assert shape(kern, sxid) == shape(REAL_SXID, sxid)
+    assert shape(kern, record) == shape(REAL_FALLEN, record)
+    parsed = [gpu_parsers.parse_kernel_log(t) for t in (kern, REAL_FALLEN + REAL_SXID)]
+    assert [[e["kind"] for e in p["nvrm"]] for p in parsed] == [["fallen_off_bus", "probe_failed"]] * 2
+    assert [[s["fatal"] for s in p["sxids"]] for p in parsed] == [[None, False, None]] * 2
 
 
 def test_tool_wrappers(sim, tmp_path):

@@ -11,7 +11,8 @@ host name), and return at once:
     mpirun [-np N] [-H h1[:slots],h2[:slots]] [-N n] [-x VAR[=v]] [--mca k v] ... all_reduce_perf ...
 
 ``build`` (called by raygate_sim.py, or ``gpu_sim.py build``) writes what is not a tool: the
-kernel log with the scenario's Xid lines, ``<root>/proc/driver/nvidia/version`` and
+kernel log with the scenario's Xid, Xid-less driver error and NVSwitch SXid lines,
+``<root>/proc/driver/nvidia/version`` and
 ``<root>/sys/module/nvidia_peermem``. mpirun reads the other hosts' scenarios from
 ``$RAYGATE_SIM_SCENARIOS_DIR`` (default /usr/local/lib/raygate-sim/scenarios, published there by
 ``sandbox.sh scenario``) as ``<address>.json`` or ``<hostname>.json``; a missing one is healthy.
@@ -55,6 +56,9 @@ NVLINKS = 18
 NVLINK_SPEED = "26.562 GB/s"
 BUS_IDS = [0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB]
 MODULE_IDS = [2, 4, 1, 3, 7, 5, 6, 8]
+# The four NVSwitches of an HGX H100/H200 baseboard (nvidia-nvswitch0..3) and their ports.
+SWITCH_BUS_IDS = [0xC2, 0xC3, 0xC4, 0xC5]
+NVSWITCH_PORTS = 64
 GIB = 1 << 30
 
 MODELS = {
@@ -100,6 +104,10 @@ FAULTS = {
     "remap_pending": {"gpu": 0},
     "remap_failure": {"gpu": 0},
     "xid": {"xid": 79, "gpu": 0},
+    # Kernel log only (the driver's three-line record, no Xid); add missing_gpu to drop it from nvidia-smi.
+    "fallen_off_bus": {"gpu": 0},
+    # An NVSwitch error on switch `switch`, link `port` (needs nvswitch: true).
+    "sxid": {"sxid": 20034, "switch": 0, "port": 28},
     "nvlink_down": {"gpu": 0, "link": 0},
     "pcie_downgraded": {"gpu": 0, "gen": 3, "width": 8},
     "missing_gpu": {"count": 1},
@@ -191,6 +199,9 @@ def _fault(raw, index, count):
         "count": lambda v: _is_int(v) and v >= 1,
         "kind": lambda v: v in ("dram", "sram"),
         "xid": lambda v: _is_int(v) and 1 <= v <= 999,
+        "sxid": lambda v: _is_int(v) and 10000 <= v <= 99999,
+        "switch": lambda v: _is_int(v) and 0 <= v < len(SWITCH_BUS_IDS),
+        "port": lambda v: _is_int(v) and 0 <= v < NVSWITCH_PORTS,
         "link": lambda v: _is_int(v) and 0 <= v < NVLINKS,
         "gen": lambda v: _is_int(v) and 1 <= v <= 5,
         "width": lambda v: v in (1, 2, 4, 8, 16),
@@ -234,8 +245,9 @@ def normalize_gpu(gpu):
     missing = sum(f["count"] for f in out["faults"] if f["type"] == "missing_gpu")
     if missing >= out["count"]:
         raise GpuScenarioError("missing_gpu faults leave no GPU")
-    if not out["nvswitch"] and any(f["type"] == "fabric_manager_down" for f in out["faults"]):
-        raise GpuScenarioError("fabric_manager_down needs nvswitch: true")
+    for kind in ("fabric_manager_down", "sxid"):
+        if not out["nvswitch"] and any(f["type"] == kind for f in out["faults"]):
+            raise GpuScenarioError("%s needs nvswitch: true" % kind)
     return out
 
 
@@ -2259,6 +2271,13 @@ XID_MESSAGES = {
     120: "GSP task 0 ENGINE FAULT",
 }
 APP_XIDS = (13, 31, 43, 45, 94)
+# SXid -> (the word the driver prints, the error's name), as in real nvswitch lines.
+SXID_MESSAGES = {
+    12028: ("Non-fatal", "egress non-posted PRIV error (First)"),
+    19084: ("Non-fatal", "AN1 Heartbeat Timeout Error (First)"),
+    20034: ("Fatal", "LTSSM Fault Up"),
+    22013: ("Non-fatal", "Minion Link DLREQ interrupt"),
+}
 
 
 def kern_log_path(root):
@@ -2281,7 +2300,8 @@ def _uptime():
 
 
 def kern_log(host, gpu, now=None, uptime=None):
-    """Debian rsyslog (traditional format) kernel log lines: driver load, then the scenario's Xids."""
+    """Debian rsyslog (traditional format) kernel log lines: driver load, then the scenario's Xids,
+    Xid-less driver errors and NVSwitch SXids."""
     now = _now() if now is None else now
     uptime = _uptime() if uptime is None else uptime
     lines = []
@@ -2308,7 +2328,37 @@ def kern_log(host, gpu, now=None, uptime=None):
             who = "pid=%d, name=python3" % (4242 + n) if xid in APP_XIDS else "pid='<unknown>', name=<unknown>"
             message = XID_MESSAGES.get(xid, "Xid %d reported by the GPU" % xid)
             line(uptime - 60.0 + n, "NVRM: Xid (PCI:0000:%02x:00): %d, %s, %s" % (bus, xid, who, message))
+        _fallen_off_bus(gpu, line, lines.append, uptime - 50.0)
+        _sxids(gpu, line, uptime - 40.0)
     return "".join(x + "\n" for x in lines)
+
+
+def _fallen_off_bus(gpu, line, raw, start):
+    """The driver's Xid-less record for a GPU it cannot reach: one printk over three lines, which
+    dmesg and journalctl show with the continuation lines indented and without a time."""
+    device = MODELS[gpu["model"]]["device_id"][2:6].lower()
+    for n, fault in enumerate(faults_of(gpu, "fallen_off_bus")):
+        bus = BUS_IDS[fault["gpu"]]
+        t = start + n
+        line(t, "NVRM: The NVIDIA GPU 0000:%02x:00.0" % bus)
+        raw("               NVRM: (PCI ID: 10de:%s) installed in this system has" % device)
+        raw("               NVRM: fallen off the bus and is not responding to commands.")
+        line(t + 0.000173, "nvidia: probe of 0000:%02x:00.0 failed with error -1" % bus)
+        line(t + 0.064169, "NVRM: The NVIDIA probe routine failed for 1 device(s).")
+
+
+def _sxids(gpu, line, start):
+    """NVSwitch SXid events as the nvswitch driver prints them: Data, the Fatal/Non-fatal line, Severity."""
+    for n, fault in enumerate(faults_of(gpu, "sxid")):
+        code, switch, port = fault["sxid"], fault["switch"], fault["port"]
+        word, name = SXID_MESSAGES.get(code, ("Non-fatal", "SXid %d reported by the NVSwitch" % code))
+        head = "nvidia-nvswitch%d: SXid (PCI:0000:%02x:00.0): %d, " % (switch, SWITCH_BUS_IDS[switch], code)
+        data = "0x%08x, 0x%08x, 0x00000000, 0x%08x, 0x80005302" % (port, port, port) + ", 0x00000000" * 4
+        t = start + n
+        line(t, head + "Data {%s}" % data)
+        line(t + 0.003159, head + "%s, Link %d %s" % (word, port, name))
+        severity = 5 if word == "Fatal" else 0
+        line(t + 0.005147, head + "Severity %d Engine instance %02d Sub-engine instance 00" % (severity, port))
 
 
 def _write_atomic(path, text, mode=0o644):

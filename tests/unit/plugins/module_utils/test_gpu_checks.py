@@ -268,8 +268,8 @@ def test_xid_fatal_fails_and_names_the_gpu():
 
 def test_xid_application_and_unlisted_warn():
     assert gc.check_xid([xid(13)], node(1))["status"] == "warn"
-    res = gc.check_xid([xid(154, "0000:77:00")], node(1))
-    assert res["status"] == "warn" and "Xid 154 [unlisted] on 0000:77:00" in res["detail"]
+    res = gc.check_xid([xid(999, "0000:77:00")], node(1))
+    assert res["status"] == "warn" and "Xid 999 [unlisted] on 0000:77:00" in res["detail"]
 
 
 def test_xid_lists_are_configurable():
@@ -423,6 +423,9 @@ def healthy_evidence():
         "nvsmi": nvsmi(node(8)),
         "nvlink": links(8, 18),
         "xids": [],
+        "sxids": [],
+        "nvrm": [],
+        "denied": [],
         "xid_scope": "journal since boot",
         "dcgm": dcgm(("Memory", "pass", [], "")),
         "dcgm_level": 1,
@@ -434,7 +437,7 @@ def healthy_evidence():
 def test_evaluate_healthy_node_in_contract_order():
     results = gc.evaluate(healthy_evidence(), {"expected_gpus": 8, "driver_version": "550", "cuda_version": "12.4"})
     assert [r["name"] for r in results] == list(gc.CHECK_NAMES)
-    assert len(gc.CHECK_NAMES) == 20
+    assert len(gc.CHECK_NAMES) == 22
     assert all(r["status"] in STATUSES for r in results)
     statuses = dict((r["name"], r["status"]) for r in results)
     assert statuses.pop("retired_pages_pending") == "skip"

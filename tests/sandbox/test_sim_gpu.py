@@ -14,8 +14,11 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric, fabric_counters, gpu_parsers, nccl_parsers
+from ansible_collections.raygate.cluster.plugins.modules import nccl_test
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(HERE, "sim")
@@ -443,6 +446,41 @@ def test_counters_grow_while_the_test_runs_on_this_node_only(sim):
     sim.scenario({"fabric": {"type": "ib"}})
     mpirun(sim, *PAIR, "all_reduce_perf", *SWEEP, "-g", "1", env=env)
     assert read_counter(root, "mlx5_3", "link_downed") == 2
+
+
+class Exit(Exception):
+    def __init__(self, result):
+        super().__init__(json.dumps(result, default=str))
+        self.result = result
+
+
+def test_nccl_test_blames_the_port_whose_counter_grew_during_the_run(sim, monkeypatch):
+    """nccl_test (the module, with its real command runner) runs the simulated all_reduce_perf."""
+    sim.scenario({"fabric": {"type": "roce", "grow_in_test": {"5": {"link_downed": 1, "symbol_error": 3}}}})
+    root = sim.build()
+    for key, value in sim.env({"RAYGATE_SIM_ROOT": str(root)}).items():
+        monkeypatch.setenv(key, value)
+
+    def leave(self, **result):
+        raise Exit(result)
+
+    def fail(self, msg, **result):
+        raise Exit(dict(result, failed=True, msg=msg))
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", leave)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail)
+    args = {"gpus": 8, "binary": os.path.join(SIM_DIR, "bin", "all_reduce_perf"), "sysfs_root": str(root)}
+    with patch_module_args(args), pytest.raises(Exit) as exc:
+        nccl_test.main()
+    result = exc.value.result
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["nccl_completed"]["status"] == "pass", result
+    blame = checks["nccl_fabric_errors"]
+    assert blame["status"] == "fail" and blame["severity"] == "do-not-allocate"
+    # symbol_error +3 in a short test is under 120/h: only the link-down is a breach.
+    assert blame["detail"].startswith("mlx5_5:1 link_downed +1 (max 4) during the "), blame
+    assert "mlx5_5 port 1" in blame["action"]
+    assert result["healthy"] is False
 
 
 # ---------------------------------------------------------------------------- nccl-tests

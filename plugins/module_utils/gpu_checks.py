@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
 from ansible_collections.raygate.cluster.plugins.module_utils.fabric import SYSFS_TO_TOOL_STATE, device_kind
 from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import (
@@ -46,6 +47,8 @@ CHECK_NAMES = (
     "fabric_manager",
     "dcgm_diag",
     "fabric_ports",
+    "fabric_errors",
+    "link_flaps",
     "gpudirect_rdma",
 )
 # Checks judged from `nvidia-smi -q -x` (nvlink from `nvidia-smi nvlink -s`): they fail together
@@ -60,6 +63,9 @@ ECC_CORRECTABLE_MAX_DEFAULT = {"sram": 10, "dram": 1000}
 THROTTLE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown")
 DMA_BUF_KERNEL = (5, 12)
 FABRIC_CHOICES = ("auto", "efa", "ib", "roce", "none")
+# Link flaps and error-counter growth are judged over the last day, as AzNHC's link-flap check
+# (Azure/azurehpc-health-checks, customTests/azure_ib_link_flapping.nhc) does by default.
+FABRIC_WINDOW_DEFAULT = 86400
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -713,6 +719,7 @@ def evaluate(evidence, expect):
     ``nvlink``/``nvlink_error``, ``xids``/``sxids``/``nvrm``/``denied`` (parse_kernel_log's lists, already
     windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
     ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
+    ``fabric_counters`` (``fabric_counters.window_growth`` plus ``fabric``, or None: not read),
     ``gdr`` (check_gdr evidence or None). ``expect``: the module's options by name.
     """
     e = evidence
@@ -764,7 +771,11 @@ def evaluate(evidence, expect):
     ports = check_fabric_ports(fabric_info, wanted, x.get("expected_ports"), x.get("expected_port_rate_gbps"))
     fabric_name = wanted if wanted != "auto" else (fabric_info or {}).get("fabric")
     gdr = check_gdr(fabric_name, e.get("gdr"), x.get("require_gdr", True))
-    by_name = dict((r["name"], r) for r in gpu + [xid, sxid, kernel, dcgm, ports, gdr])
+    maxima = fc.limits(x.get("fabric_error_thresholds"))
+    window = x.get("fabric_window", FABRIC_WINDOW_DEFAULT)
+    errors = fc.check_fabric_errors(e.get("fabric_counters"), maxima, wanted, window)
+    flaps = fc.check_link_flaps(e.get("fabric_counters"), maxima, wanted, window)
+    by_name = dict((r["name"], r) for r in gpu + [xid, sxid, kernel, dcgm, ports, errors, flaps, gdr])
     return [by_name[name] for name in CHECK_NAMES]
 
 

@@ -24,16 +24,27 @@ description:
     C(ecc_uncorrectable_volatile), C(ecc_uncorrectable_aggregate), C(ecc_correctable_sram),
     C(ecc_correctable_dram), C(retired_pages_pending), C(remapped_rows_pending),
     C(remapped_rows_failure), C(xid), C(sxid), C(kernel_errors), C(nvlink), C(pcie_link), C(thermal_throttle),
-    C(fabric_manager), C(dcgm_diag), C(fabric_ports), C(gpudirect_rdma).
+    C(fabric_manager), C(dcgm_diag), C(fabric_ports), C(fabric_errors), C(link_flaps), C(gpudirect_rdma).
   - The node is unhealthy (RV(healthy=false)) when any check fails. A missing or failing
     C(nvidia-smi) (no driver) fails every GPU check with the tool's message; the module itself
     fails only on bad arguments.
-  - Read-only; never reports a change. Check mode runs exactly the same reads.
+  - C(fabric_errors) and C(link_flaps) judge how much the RDMA port error counters
+    (C(<sysfs_root>/sys/class/infiniband/*/ports/*/counters) and C(hw_counters)) grew in the last
+    O(fabric_window) seconds. Counters only grow, so each run saves a snapshot of them with its time
+    in O(fabric_state_file) and compares with the snapshot taken nearest before the window's start.
+    Without one (the first run, or no O(fabric_state_file)) the growth is counted from zero at boot,
+    which is exact when the node booted within the window; otherwise the errors may be older than the
+    window, and a breach only warns. C(link_flaps) counts the times a port's C(link_downed) counter grew (the
+    port training failed and the link went down).
+  - Reads only; never reports a change. The one thing it writes is its counter snapshot in
+    O(fabric_state_file), bookkeeping that is not reported as a change and is skipped in check
+    mode. Check mode runs exactly the same reads.
   - With O(capture_dir) it runs nothing and judges files captured earlier on a node -
     C(nvidia-smi.xml) (C(nvidia-smi -q -x)), C(nvlink.txt) (C(nvidia-smi nvlink -s)),
     C(kern.log) or C(dmesg.txt) (the kernel log), C(dcgmi-diag.json) (C(dcgmi diag -r N -j)),
     C(ibstat.txt) (C(ibstat)) and C(fi_info.txt) (C(fi_info -p efa -t FI_EP_RDM)). A missing file
-    makes its checks skip with "not captured"; C(gpudirect_rdma) is not captured.
+    makes its checks skip with "not captured"; C(gpudirect_rdma), C(fabric_errors) and C(link_flaps)
+    are not captured.
 requirements:
   - C(nvidia-smi) (the NVIDIA driver) on the node; without it every GPU check fails with the tool's message
   - C(dcgmi) (NVIDIA DCGM, its host engine running) for the DCGM diagnostic, only when O(dcgm_diag_level) is
@@ -196,6 +207,39 @@ options:
         C(<sysfs_root>/proc/driver/nvidia/version), on Linux 5.12 or newer).
     type: bool
     default: true
+  fabric_error_thresholds:
+    description:
+      - Per RDMA port counter, the most growth allowed in O(fabric_window) before C(fabric_errors)
+        (or, for C(link_downed), C(link_flaps)) warns or fails; V(null) reads the counter without
+        judging it. Given keys override the defaults; unknown keys are refused.
+      - A count in the window, except C(symbol_error), C(link_error_recovery), C(port_rcv_errors),
+        C(port_xmit_discards), C(local_ack_timeout_err) and C(roce_slow_restart), which are a rate
+        per hour over the measured interval (counted as at least an hour).
+      - "Defaults, from NVIDIA NVSentinel's NIC health monitor and Azure's AzNHC - fail:
+        C(symbol_error) 120/h (the IBTA bit error rate), C(link_downed) 4 (AzNHC fails at 5 flaps in
+        24 h; 1 to 4 warn), C(local_link_integrity_errors) 0, C(excessive_buffer_overrun_errors) 0,
+        EFA C(no_completion_cmds) 0. Warn: C(link_error_recovery) 300/h, C(port_rcv_errors) 36000/h,
+        C(port_xmit_discards) 360000/h, C(local_ack_timeout_err) 3600/h, C(roce_slow_restart) 36000/h,
+        C(rnr_nak_retry_err) 0, EFA C(rdma_read_wr_err), C(rdma_write_wr_err),
+        C(retrans_timeout_events), C(unresponsive_remote_events), C(impaired_remote_conn_events) 0.
+        Read, not judged - C(port_rcv_remote_physical_errors), C(port_rcv_switch_relay_errors),
+        C(port_xmit_constraint_errors), C(port_rcv_constraint_errors), C(VL15_dropped),
+        C(req_transport_retries_exceeded), C(packet_seq_err), C(out_of_sequence),
+        C(implied_nak_seq_err), EFA C(rx_drops) and C(cmds_err)."
+    type: dict
+    default: {}
+  fabric_window:
+    description:
+      - Seconds of counter history C(fabric_errors) and C(link_flaps) judge. V(0) judges the growth
+        since boot. The default is AzNHC's link-flap window, a day.
+    type: int
+    default: 86400
+  fabric_state_file:
+    description:
+      - A JSON file on the node holding earlier counter snapshots (time, boot id, counters of this
+        boot, pruned to the window). Created with its directory when missing; a file that cannot be
+        read is started again. Not set, nothing is written and every run counts from boot.
+    type: path
   sysfs_root:
     description: Root under which C(sys/) and C(proc/driver/nvidia) are read (a simulated tree in the sandbox).
     type: path
@@ -225,6 +269,9 @@ options:
     type: int
     default: 120
 notes:
+  - The RDMA port counters are the kernel's (Linux C(Documentation/ABI/stable/sysfs-class-infiniband));
+    a device without a port management agent reads C(N/A), which is not judged. A counter reset
+    (C(perfquery -R), a driver reload) is seen as a smaller value, and growth counts again from zero.
   - Capture a node for later judging with
     C(nvidia-smi -q -x > nvidia-smi.xml), C(nvidia-smi nvlink -s > nvlink.txt),
     C(journalctl -k -b -o short-monotonic > kern.log) (or C(dmesg > dmesg.txt)),
@@ -237,6 +284,9 @@ seealso:
   - name: NVIDIA Fabric Manager user guide
     description: Its appendix D lists the NVSwitch SXid errors, fatal and non-fatal, the C(sxid) check judges by.
     link: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
+  - name: NVSentinel NIC health monitor
+    description: The counter thresholds most O(fabric_error_thresholds) defaults follow.
+    link: https://docs.nvidia.com/nvsentinel/configuration/nic-health-monitor
 """
 
 EXAMPLES = r"""
@@ -248,12 +298,22 @@ EXAMPLES = r"""
     expected_ports: 8
     expected_port_rate_gbps: 400
     xid_window: 86400
+    fabric_state_file: /var/lib/raygate/fabric-counters.json
   register: gpu
+
 
 - name: Leave the node out when it is unhealthy
   ansible.builtin.debug:
     msg: "{{ gpu.reasons }}"
   when: not gpu.healthy
+
+- name: Fail on fewer link flaps than AzNHC, and do not judge CRC errors
+  raygate.cluster.gpu_health:
+    fabric: ib
+    fabric_state_file: /var/lib/raygate/fabric-counters.json
+    fabric_error_thresholds:
+      link_downed: 1
+      port_rcv_errors: null
 
 - name: Add a short DCGM diagnostic and read Xids from a syslog file
   raygate.cluster.gpu_health:
@@ -292,6 +352,9 @@ checks:
     - {name: remapped_rows_pending, status: fail, value: 1, threshold: 0,
        detail: "row remapping pending (reset the GPU to apply it): GPU 3"}
     - {name: nvlink, status: pass, value: 0, threshold: 0, detail: "18 NVLink links up on each of 8 GPUs"}
+    - {name: link_flaps, status: fail, value: 6, threshold: 4, severity: do-not-allocate,
+       detail: "mlx5_3:1 down 6 times in the last 24 h (more than 4 fails)",
+       action: "reseat or replace the cable/transceiver of mlx5_3 port 1, then clear its counters (perfquery -R)"}
 verdict:
   description: V(fail) if any check failed, else V(warn) if any warned, else V(pass).
   returned: always
@@ -380,14 +443,24 @@ fabric:
   returned: always
   type: dict
   sample: {fabric: ib, active_ports: ["mlx5_0:1"], down_ports: [], rate_gbps: {"mlx5_0:1": 400.0}, warnings: []}
+fabric_counters:
+  description:
+    - The RDMA port error counters that grew in the judged interval (C(grown), by C(device:port), or
+      by device for device-wide ones), and the interval (C(since) in epoch seconds, C(span) in
+      seconds; null when the boot time is unknown). Null when no counter was read.
+  returned: always
+  type: dict
+  sample: {since: 1763632800.0, span: 86400.0, grown: {"mlx5_3:1": {symbol_error: 5400, link_downed: 6}}}
 """
 
 import os
+import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
+from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
@@ -421,6 +494,31 @@ def _uptime():
 
 def _kernel_release():
     return os.uname().release
+
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def _write_state(path, text):
+    """Replace ``path`` with ``text`` atomically (a reader sees the old file or the new one)."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".fabric-counters-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def _first_line(*texts):
@@ -472,9 +570,10 @@ def _window_scope(label, window):
 class Live:
     """Reads the node now, through the command runner."""
 
-    def __init__(self, params, runner):
+    def __init__(self, params, runner, check_mode=False):
         self.p = params
         self.runner = runner
+        self.check_mode = check_mode
 
     def run(self, args):
         """(rc, out, err), or (None, '', message) when it cannot run."""
@@ -585,6 +684,7 @@ class Live:
         if self.p["fabric"] == "none":
             return
         ev["fabric"] = fab.gather(self.runner, self.p["sysfs_root"])
+        ev["fabric_counters"] = self.counters(ev["fabric"])
         root = self.p["sysfs_root"]
         driver, _error = _read(os.path.join(root, "proc", "driver", "nvidia", "version"))
         ev["gdr"] = {
@@ -592,6 +692,38 @@ class Live:
             "driver": driver,
             "kernel": _kernel_release(),
         }
+
+    def counters(self, info):
+        """The fabric's port counters, their growth in the window, and this run's snapshot saved."""
+        found = info.get("fabric") or "none"
+        if found == "none":
+            return {"fabric": found, "growth": {}}
+        current = fc.snapshot(self.p["sysfs_root"], info.get("devices"), kinds=(found,))
+        if not current:
+            return {"fabric": found, "growth": {}}
+        now, uptime, boot_id = _now(), _uptime(), _boot_id()
+        boot_time = now - uptime if uptime is not None else None
+        window = self.p["fabric_window"]
+        path = self.p["fabric_state_file"]
+        history, problem = [], None
+        if path and os.path.exists(path):
+            text, error = _read(path)
+            try:
+                history = fc.load_state(text) if error is None else []
+            except ValueError as exc:
+                error = str(exc)
+            if error:
+                problem = "state file %s unusable (%s): started again" % (path, error)
+        counted = fc.window_growth(history, current, now, window, boot_time, boot_id)
+        counted["fabric"] = found
+        if path and not self.check_mode:
+            try:
+                _write_state(path, fc.dump_state(history, current, now, window, boot_time, boot_id))
+            except OSError as exc:
+                problem = "state file %s not written: %s" % (path, exc.strerror or exc)
+        if problem:
+            counted["state_error"] = problem
+        return counted
 
     def gather(self):
         ev = {}
@@ -714,6 +846,11 @@ def validate(module):
             gp.compile_patterns(p[name], name)
         except ValueError as exc:
             module.fail_json(msg=str(exc))
+    if p["fabric_window"] < 0:
+        module.fail_json(msg="fabric_window must be 0 or more, not %d" % p["fabric_window"])
+    problems = fc.validate_thresholds(p["fabric_error_thresholds"])
+    if problems:
+        module.fail_json(msg="fabric_error_thresholds: %s" % "; ".join(problems))
 
 
 def main():
@@ -748,6 +885,9 @@ def main():
             expected_ports=dict(type="int"),
             expected_port_rate_gbps=dict(type="int"),
             require_gdr=dict(type="bool", default=True),
+            fabric_error_thresholds=dict(type="dict", default={}),
+            fabric_window=dict(type="int", default=gc.FABRIC_WINDOW_DEFAULT),
+            fabric_state_file=dict(type="path"),
             sysfs_root=dict(type="path", default="/"),
             capture_dir=dict(type="path"),
             textfile_dir=dict(type="path"),
@@ -764,8 +904,11 @@ def main():
         evidence, label = Capture(p).gather()
     else:
         source = "live"
-        evidence, label = Live(p, CommandRunner(timeout=p["timeout"])).gather()
+        evidence, label = Live(p, CommandRunner(timeout=p["timeout"]), module.check_mode).gather()
     results = gc.evaluate(evidence, p)
+    state_error = (evidence.get("fabric_counters") or {}).get("state_error")
+    if state_error:
+        module.warn(state_error)
     nvsmi = evidence.get("nvsmi")
     findings = gc.kernel_findings(evidence, p, (nvsmi or {}).get("gpus"))
     extra = {}
@@ -782,6 +925,7 @@ def main():
         kernel_log=label,
         kernel_findings=findings,
         fabric=fabric_summary(evidence.get("fabric")),
+        fabric_counters=fc.summary(evidence.get("fabric_counters")),
         **gc.summarize(results),
         **extra,
     )

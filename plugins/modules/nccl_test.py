@@ -12,7 +12,14 @@ version_added: 0.3.0
 description:
   - With O(mode=single), runs C(all_reduce_perf) (or another nccl-tests binary) across the GPUs
     of this node, or judges an existing log given in O(log_path), and returns the checks
-    C(nccl_busbw), C(nccl_wrong), C(nccl_completed) and C(nccl_transport).
+    C(nccl_busbw), C(nccl_wrong), C(nccl_completed), C(nccl_transport) and C(nccl_fabric_errors).
+  - C(nccl_fabric_errors) reads this node's RDMA port error counters (under O(sysfs_root)) before and
+    after the test. A counter that grew while the test ran blames its port - the device and port are
+    named with the growth. Any growth of a counter counted in errors fails or warns as its class
+    says (see O(fabric_error_thresholds)); counters judged as a rate per hour are judged by their
+    rate over the test, counted as at least an hour, so a few symbol errors do not fail a short test.
+    A single-node test moves no data over the RDMA ports, so there it catches errors that arise on
+    an idle link (a bad cable or transceiver still counts symbol errors and link-downs).
   - With O(mode=pairs), run once on a launcher, tests the nodes of O(hosts) two at a time with
     C(mpirun), one rank per GPU. Round 1 pairs neighbours, round 2 shifts the ring by one, so
     every node is tested within two rounds and meets a second partner (with an odd count, all
@@ -180,6 +187,19 @@ options:
         take more.
     type: int
     default: 2
+  sysfs_root:
+    description:
+      - Root under which C(sys/class/infiniband) is read for C(nccl_fabric_errors) (a simulated tree in
+        the sandbox). Only with O(mode=single), when a test runs.
+    type: path
+    default: /
+  fabric_error_thresholds:
+    description:
+      - The same per-counter limits as M(raygate.cluster.gpu_health)'s option of that name. Here a
+        counter counted in errors breaches on any growth during the test; one judged as a rate per
+        hour breaches above its rate; V(null) reads a counter without judging it.
+    type: dict
+    default: {}
   timeout:
     description: Seconds one test may run.
     type: int
@@ -190,6 +210,8 @@ notes:
     every test.
   - The result never holds the whole log; RV(log_tail) has its last 40 lines when the test
     failed.
+  - O(mode=pairs) does not read port counters; the gate's single-node test and
+    M(raygate.cluster.gpu_health)'s C(fabric_errors) and C(link_flaps) judge each node's own ports.
 seealso:
   - module: raygate.cluster.nccl_env
 """
@@ -230,6 +252,9 @@ checks:
     - {name: nccl_wrong, status: pass, detail: no wrong values, value: 0, threshold: 0}
     - {name: nccl_completed, status: pass, detail: 32 sizes measured, value: 0, threshold: 0}
     - {name: nccl_transport, status: pass, detail: no NET channels (single node), value: null, threshold: null}
+    - {name: nccl_fabric_errors, status: fail, value: 1, threshold: 0, severity: do-not-allocate,
+       detail: "mlx5_3:1 link_downed +1 (max 4) during the 1 min test",
+       action: "reseat or replace the cable/transceiver of mlx5_3 port 1, then clear its counters (perfquery -R)"}
 verdict:
   description: V(fail) if a check failed, else V(warn) if one warned, else V(pass).
   returned: mode single
@@ -351,6 +376,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
+from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils import nccl_pairs
 from ansible_collections.raygate.cluster.plugins.module_utils import nccl_parsers as npp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
@@ -362,6 +389,8 @@ NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 TAIL_LINES = 40
 SIZE_RE = re.compile(r"^[0-9]+[KMGkmg]?$")
 CHECK_NAMES = ("busbw", "wrong", "completed", "transport")
+# A seam for the tests: where sysfs_root points unless a task says.
+DEFAULT_SYSFS_ROOT = "/"
 
 
 def quote_command(args):
@@ -427,6 +456,9 @@ class NcclTest:
                 self.fail("%s must be at least %d, got %d" % (name, least, p[name]))
         if p["min_busbw"] is not None and p["min_busbw"] < 0:
             self.fail("min_busbw must not be negative, got %s" % p["min_busbw"])
+        problems = fc.validate_thresholds(p["fabric_error_thresholds"])
+        if problems:
+            self.fail("fabric_error_thresholds: %s" % "; ".join(problems))
         if not self.single:
             hosts = p["hosts"]
             if len(hosts) < 2:
@@ -546,12 +578,20 @@ class NcclTest:
 
     # ------------------------------------------------------------------ single node
 
+    def port_counters(self):
+        """This node's RDMA port error counters (of the fabric sysfs shows), {} without RDMA."""
+        root = self.p["sysfs_root"]
+        devices = fab.read_sysfs(root)
+        found = fab.choose_fabric(devices)
+        return {} if found == "none" else fc.snapshot(root, devices, kinds=(found,))
+
     def single_node(self):
         p = self.p
         command = None
         error = None
         rc = 0
         if p["log_path"]:
+            counters = check_result("nccl_fabric_errors", "skip", "judging a log: port counters not read")
             try:
                 text = read_text(p["log_path"])
             except (OSError, UnicodeDecodeError) as exc:
@@ -566,14 +606,20 @@ class NcclTest:
             text = ""
             if binary is None:
                 error = "%s not found on PATH or in %s" % (p["binary"], NCCL_TESTS_DIR)
+                counters = check_result("nccl_fabric_errors", "skip", "not measured: the test did not run")
             else:
                 args = self.test_args(binary, p["gpus"])
                 command = quote_command(args)
+                before = self.port_counters()
+                started = time.monotonic()
                 try:
                     rc, out, err = self.runner.run(args, env=env, timeout=p["timeout"])
                     text = out + ("\n" + err if err else "")
                 except CommandError as exc:
                     error = str(exc)
+                seconds = time.monotonic() - started
+                maxima = fc.limits(p["fabric_error_thresholds"])
+                counters = fc.check_test_deltas(before, self.port_counters(), maxima, seconds)
         if error is not None and not text:
             checks = missing_checks("nccl_", error)
             judged = {"checks": checks, "verdict": "fail", "parsed": npp.parse_nccl_tests(""), "transports": None}
@@ -582,6 +628,8 @@ class NcclTest:
             )
         else:
             judged = self.judge(text, rc, "nccl_", "single_node", error=error, single=True)
+        judged["checks"].append(counters)
+        judged["verdict"] = verdict_of(judged["checks"])
         result = {
             "changed": False,
             "checks": judged["checks"],
@@ -761,6 +809,8 @@ def main():
             known_good=dict(type="list", elements="str", default=[]),
             parallel=dict(type="bool", default=True),
             max_retest_phases=dict(type="int", default=2),
+            sysfs_root=dict(type="path", default=DEFAULT_SYSFS_ROOT),
+            fabric_error_thresholds=dict(type="dict", default={}),
             timeout=dict(type="int", default=600),
         ),
         supports_check_mode=True,

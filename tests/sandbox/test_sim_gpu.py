@@ -14,8 +14,17 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks, gpu_parsers, nccl_parsers
+from ansible_collections.raygate.cluster.plugins.module_utils import (
+    fabric,
+    fabric_counters,
+    gpu_checks,
+    gpu_parsers,
+    nccl_parsers,
+)
+from ansible_collections.raygate.cluster.plugins.modules import nccl_test
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(HERE, "sim")
@@ -455,6 +464,112 @@ def test_tool_wrappers(sim, tmp_path):
     link.symlink_to(os.path.join(SIM_DIR, "bin", "nvidia-smi"))
     result = subprocess.run([str(link), "-L"], capture_output=True, text=True, env=sim.env(), check=False)
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 8
+
+
+# ---------------------------------------------------------------------------- port counters
+
+
+def counters_dir(root, device, where="counters"):
+    if where == "device":
+        return root / "sys" / "class" / "infiniband" / device / "hw_counters"
+    return root / "sys" / "class" / "infiniband" / device / "ports" / "1" / where
+
+
+def read_counter(root, device, name, where="counters"):
+    return int((counters_dir(root, device, where) / name).read_text())
+
+
+def test_healthy_trees_have_zero_errors_and_busy_traffic_counters(sim):
+    sim.scenario({"fabric": {"type": "ib", "devices": 2, "down": [1]}})
+    root = sim.build()
+    pma = counters_dir(root, "mlx5_0")
+    assert {"symbol_error", "link_downed", "excessive_buffer_overrun_errors", "port_xmit_data"} <= set(os.listdir(pma))
+    assert read_counter(root, "mlx5_0", "symbol_error") == 0
+    # Traffic counters read like a node that has run things; a down port has moved less.
+    assert read_counter(root, "mlx5_0", "port_xmit_data") > 10**9 > read_counter(root, "mlx5_1", "port_xmit_data") > 0
+    assert (counters_dir(root, "mlx5_0", "hw_counters") / "lifespan").read_text() == "10\n"
+    devices = fabric.read_sysfs(str(root))
+    snap = fabric_counters.snapshot(str(root), devices)
+    assert sorted(snap) == ["mlx5_0:1", "mlx5_1:1"]
+    assert {v for values in snap.values() for v in values.values()} == {0}
+    sim.scenario({"fabric": {"type": "efa", "devices": 1, "counters": {"0": {"no_completion_cmds": 2}}}})
+    root = sim.build()
+    assert read_counter(root, "rdmap16s0", "no_completion_cmds", "device") == 2
+    assert read_counter(root, "rdmap16s0", "keep_alive_rcvd", "device") > 0
+    assert read_counter(root, "rdmap16s0", "rdma_read_wr_err", "hw_counters") == 0
+    assert not counters_dir(root, "rdmap16s0").exists()
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"type": "ib", "counters": {"9": {"symbol_error": 1}}}, "fabric.counters: no device 9 (there are 8)"),
+        ({"type": "ib", "counters": {"0": {"rx_drops": 1}}}, "an InfiniBand port has no counter 'rx_drops'"),
+        ({"type": "efa", "grow_in_test": {"0": {"link_downed": 1}}}, "an EFA device has no counter 'link_downed'"),
+        ({"type": "roce", "counters": {"0": {"symbol_error": -1}}}, "must be an integer of 0 or more"),
+        ({"type": "ib", "grow_in_test": ["mlx5_0"]}, "fabric.grow_in_test must map device indexes"),
+    ],
+)
+def test_bad_counter_scenarios_are_refused(sim, bad, message):
+    sim.scenario({"fabric": bad})
+    cmd = [sys.executable, "-B", RAYGATE_SIM, "build", "--scenario", str(sim.tmp / "scenario.json")]
+    result = subprocess.run(
+        cmd + ["--root", str(sim.tmp / "r")], capture_output=True, text=True, env=sim.env(), check=False
+    )
+    assert result.returncode == 2 and message in result.stderr
+
+
+def test_counters_grow_while_the_test_runs_on_this_node_only(sim):
+    grow = {"3": {"link_downed": 1, "symbol_error": 200}}
+    sim.scenario({"fabric": {"type": "ib", "grow_in_test": grow}})
+    root = sim.build()
+    env = {"RAYGATE_SIM_ROOT": str(root)}
+    perf(sim, *SWEEP, "-g", "8", env=env)
+    assert (read_counter(root, "mlx5_3", "link_downed"), read_counter(root, "mlx5_3", "symbol_error")) == (1, 200)
+    assert read_counter(root, "mlx5_2", "link_downed") == 0
+    # mpirun grows the launcher's counters (the only tree it can reach), once per job.
+    mpirun(sim, *PAIR, "all_reduce_perf", *SWEEP, "-g", "1", env=env)
+    assert read_counter(root, "mlx5_3", "link_downed") == 2
+    # A peer's growth is the peer's own: it does not reach this node's tree.
+    sim.scenario({"fabric": {"type": "ib", "grow_in_test": grow}}, host="node2")
+    sim.scenario({"fabric": {"type": "ib"}})
+    mpirun(sim, *PAIR, "all_reduce_perf", *SWEEP, "-g", "1", env=env)
+    assert read_counter(root, "mlx5_3", "link_downed") == 2
+
+
+class Exit(Exception):
+    def __init__(self, result):
+        super().__init__(json.dumps(result, default=str))
+        self.result = result
+
+
+def test_nccl_test_blames_the_port_whose_counter_grew_during_the_run(sim, monkeypatch):
+    """nccl_test (the module, with its real command runner) runs the simulated all_reduce_perf."""
+    sim.scenario({"fabric": {"type": "roce", "grow_in_test": {"5": {"link_downed": 1, "symbol_error": 3}}}})
+    root = sim.build()
+    for key, value in sim.env({"RAYGATE_SIM_ROOT": str(root)}).items():
+        monkeypatch.setenv(key, value)
+
+    def leave(self, **result):
+        raise Exit(result)
+
+    def fail(self, msg, **result):
+        raise Exit(dict(result, failed=True, msg=msg))
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", leave)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail)
+    args = {"gpus": 8, "binary": os.path.join(SIM_DIR, "bin", "all_reduce_perf"), "sysfs_root": str(root)}
+    with patch_module_args(args), pytest.raises(Exit) as exc:
+        nccl_test.main()
+    result = exc.value.result
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["nccl_completed"]["status"] == "pass", result
+    blame = checks["nccl_fabric_errors"]
+    assert blame["status"] == "fail" and blame["severity"] == "do-not-allocate"
+    # symbol_error +3 in a short test is under 120/h: only the link-down is a breach.
+    assert blame["detail"].startswith("mlx5_5:1 link_downed +1 (max 4) during the "), blame
+    assert "mlx5_5 port 1" in blame["action"]
+    assert result["healthy"] is False
 
 
 # ---------------------------------------------------------------------------- nccl-tests

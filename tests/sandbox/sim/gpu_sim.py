@@ -1945,14 +1945,30 @@ def all_reduce_perf_main(argv):
     me = local_hostname()
     hosts_db = read_hosts()
     resolved = resolve_host(me, me, hosts_db)
-    host = make_host(resolved, local_scenario(), 1, dict(os.environ))
+    scenario = local_scenario()
+    host = make_host(resolved, scenario, 1, dict(os.environ))
     job = build_job([host], 1, conf)
     log = Log()
     rc = run_job(job, conf, log)
+    grow_local_counters(scenario)
     out, err = log.render(False)
     _out(out)
     _err(err)
     return rc
+
+
+def grow_local_counters(scenario):
+    """The scenario's ``fabric.grow_in_test``: this node's port counters grow while a test runs.
+
+    Only this node's tree can be reached (each node has its own sim root), so an mpirun job grows
+    the launcher's counters only.
+    """
+    if not (scenario.get("fabric") or {}).get("grow_in_test"):
+        return []
+    # raygate_sim imports this module: import it here, when both are loaded.
+    import raygate_sim  # pylint: disable=import-outside-toplevel
+
+    return raygate_sim.grow_counters(_env(ROOT_ENV, DEFAULT_ROOT), scenario.get("fabric"))
 
 
 # ------------------------------------------------------------------------------ mpirun
@@ -2209,6 +2225,8 @@ def mpirun_main(argv):
     job = build_job(hosts, counts.pop(), conf)
     log = Log()
     rc = run_job(job, conf, log)
+    if any(host["local"] for host, _n in used):
+        grow_local_counters(local_scenario())
     out, err = log.render(tag)
     _out(out)
     _err(err)

@@ -21,6 +21,14 @@ Defaults per type: ib and roce 8 x 400 Gb/s (an H100 node with ConnectX-7), efa 
 Gb/s (p5.48xlarge). ``eth_devices`` adds Ethernet-mode ConnectX-6 Dx devices (100 Gb/s,
 RoCE-capable) after the main ones, as front-end NICs on a GPU node.
 
+Port counters: every port gets the kernel's files, ``ports/1/counters/`` (the PMA PortCounters,
+InfiniBand and RoCE) and ``ports/1/hw_counters/`` (mlx5's transport counters, RoCE's congestion
+ones, or the EFA driver's statistics; EFA's admin-queue counters sit in the device's own
+``hw_counters/``). Error counters read 0 and traffic counters plausible numbers, unless
+``"counters": {"<device index>": {"<counter>": value}}`` sets them. ``"grow_in_test":
+{"<device index>": {"<counter>": amount}}`` makes a simulated all_reduce_perf (or mpirun
+launched here) add ``amount`` to this node's counter while it runs, as a failing cable would.
+
 Only stdlib; runs on the node's python3.
 """
 
@@ -38,7 +46,16 @@ import gpu_sim  # noqa: E402
 DEFAULT_SCENARIO = "/etc/raygate-sim/scenario.json"
 DEFAULT_ROOT = "/opt/raygate-sim"
 ROOT_ENV = "RAYGATE_SIM_ROOT"
-DEFAULT_FABRIC = {"type": "ib", "devices": 8, "rate": 400, "down": [], "eth_devices": 0, "eth_down": []}
+DEFAULT_FABRIC = {
+    "type": "ib",
+    "devices": 8,
+    "rate": 400,
+    "down": [],
+    "eth_devices": 0,
+    "eth_down": [],
+    "counters": {},
+    "grow_in_test": {},
+}
 TYPE_DEFAULTS = {
     "ib": {"devices": 8, "rate": 400},
     "roce": {"devices": 8, "rate": 400},
@@ -73,6 +90,111 @@ LIBFABRIC_VERSION = "1.22.0amzn4.0"
 EFA_PROVIDER_VERSION = "122.0"
 IB_CAP_MASK = 0xA751E848
 ETH_CAP_MASK = 0x00010000
+
+# Counter files by where the kernel puts them (Documentation/ABI/stable/sysfs-class-infiniband,
+# drivers/infiniband/hw/mlx5/counters.c, drivers/infiniband/hw/efa/efa_verbs.c).
+PMA_ERRORS = (
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_discards",
+    "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "VL15_dropped",
+)
+PMA_TRAFFIC = (
+    "port_xmit_data",
+    "port_rcv_data",
+    "port_xmit_packets",
+    "port_rcv_packets",
+    "unicast_xmit_packets",
+    "unicast_rcv_packets",
+    "multicast_xmit_packets",
+    "multicast_rcv_packets",
+    "port_xmit_wait",
+)
+MLX5_HW = (
+    "rx_write_requests",
+    "rx_read_requests",
+    "rx_atomic_requests",
+    "out_of_buffer",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "resp_local_length_error",
+    "resp_cqe_error",
+    "req_cqe_error",
+    "req_remote_invalid_request",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "resp_cqe_flush_error",
+    "req_cqe_flush_error",
+    "req_transport_retries_exceeded",
+    "req_rnr_retries_exceeded",
+)
+ROCE_HW = (
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rp_cnp_ignored",
+    "rp_cnp_handled",
+    "np_ecn_marked_roce_packets",
+    "np_cnp_sent",
+    "rx_icrc_encapsulated",
+)
+EFA_PORT_HW = (
+    "tx_bytes",
+    "tx_pkts",
+    "rx_bytes",
+    "rx_pkts",
+    "rx_drops",
+    "send_bytes",
+    "send_wrs",
+    "recv_bytes",
+    "recv_wrs",
+    "rdma_read_wrs",
+    "rdma_read_bytes",
+    "rdma_read_wr_err",
+    "rdma_read_resp_bytes",
+    "rdma_write_wrs",
+    "rdma_write_bytes",
+    "rdma_write_wr_err",
+    "rdma_write_recv_bytes",
+    "retrans_bytes",
+    "retrans_pkts",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
+EFA_DEVICE_HW = (
+    "submitted_cmds",
+    "completed_cmds",
+    "cmds_err",
+    "no_completion_cmds",
+    "keep_alive_rcvd",
+    "alloc_pd_err",
+    "create_qp_err",
+    "create_cq_err",
+    "reg_mr_err",
+    "alloc_ucontext_err",
+    "create_ah_err",
+    "mmap_err",
+)
+# Traffic-like counters that are not zero on a node that has run anything (the rest are errors: 0).
+BUSY_COUNTERS = set(PMA_TRAFFIC) | {"rx_write_requests", "rx_read_requests", "rp_cnp_handled", "np_cnp_sent"}
+BUSY_COUNTERS |= {"roce_adp_retrans", "np_ecn_marked_roce_packets", "retrans_pkts", "retrans_bytes"}
+BUSY_COUNTERS |= {"submitted_cmds", "completed_cmds", "keep_alive_rcvd"}
+BUSY_COUNTERS |= set(n for n in EFA_PORT_HW if not n.endswith(("_err", "_events", "_drops")))
 
 
 class ScenarioError(ValueError):
@@ -152,7 +274,45 @@ def normalize_fabric(fabric):
         "down": _int_list(fabric.get("down", []), "down", devices),
         "eth_devices": eth,
         "eth_down": _int_list(fabric.get("eth_down", []), "eth_down", eth),
+        "counters": _counter_map(fabric.get("counters", {}), "counters", kind, devices, eth),
+        "grow_in_test": _counter_map(fabric.get("grow_in_test", {}), "grow_in_test", kind, devices, eth),
     }
+
+
+def counter_names(kind):
+    """{counter name: where} of a device of ``kind``: port (``counters``/``hw_counters``) or ``device``."""
+    if kind == "efa":
+        names = dict((n, "hw_counters") for n in EFA_PORT_HW)
+        names.update((n, "device") for n in EFA_DEVICE_HW)
+        return names
+    names = dict((n, "counters") for n in PMA_ERRORS + PMA_TRAFFIC)
+    names.update((n, "hw_counters") for n in MLX5_HW + (ROCE_HW if kind == "roce" else ()))
+    return names
+
+
+def _counter_map(value, name, kind, devices, eth):
+    """``{"<device index>": {counter: int >= 0}}``, checked against the counters that device has."""
+    if not isinstance(value, dict):
+        raise ScenarioError("fabric.%s must map device indexes to {counter: value}" % name)
+    out = {}
+    for key, counters in value.items():
+        index = int(key) if str(key).isdigit() else -1
+        if not 0 <= index < devices + eth:
+            raise ScenarioError("fabric.%s: no device %s (there are %d)" % (name, key, devices + eth))
+        if not isinstance(counters, dict):
+            raise ScenarioError("fabric.%s.%s must be {counter: value}" % (name, key))
+        known = counter_names(kind if index < devices else "roce")
+        for counter, amount in counters.items():
+            if counter not in known:
+                raise ScenarioError("fabric.%s.%s: %s has no counter %r" % (name, key, _kind_word(kind), counter))
+            if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
+                raise ScenarioError("fabric.%s.%s.%s must be an integer of 0 or more" % (name, key, counter))
+        out[index] = dict(counters)
+    return out
+
+
+def _kind_word(kind):
+    return {"efa": "an EFA device", "ib": "an InfiniBand port", "roce": "a RoCE port"}.get(kind, "the device")
 
 
 # ------------------------------------------------------------------------- the model
@@ -246,12 +406,66 @@ def model(fabric):
     makers = {"ib": _ib_device, "roce": _roce_device, "efa": _efa_device}
     devices = []
     for i in range(fabric["devices"]):
-        devices.append(makers[fabric["type"]](i, 0x10 + 5 * i, fabric["rate"], i not in fabric["down"]))
+        active = i not in fabric["down"]
+        dev = makers[fabric["type"]](i, 0x10 + 5 * i, fabric["rate"], active)
+        dev["counters"] = _counters(fabric["type"], i, active, fabric["counters"].get(i, {}))
+        devices.append(dev)
     for j in range(fabric["eth_devices"]):
         i = fabric["devices"] + j
         active = j not in fabric["eth_down"]
-        devices.append(_roce_device(i, 0x10 + 5 * i, ETH_RATE, active, hca_type="MT4125", device_id=0x101D))
+        dev = _roce_device(i, 0x10 + 5 * i, ETH_RATE, active, hca_type="MT4125", device_id=0x101D)
+        dev["counters"] = _counters("roce", i, active, fabric["counters"].get(i, {}))
+        devices.append(dev)
     return devices
+
+
+def _counters(kind, index, active, overrides):
+    """{where: {counter: value}}: errors 0, traffic a plausible figure (less on a down port), then overrides."""
+    out = {}
+    for name, where in counter_names(kind).items():
+        value = 0
+        if name in BUSY_COUNTERS:
+            # Seeded by device and name, so every build of a scenario writes the same tree.
+            value = (7 + index) * (1 + sum(ord(c) for c in name) % 97) * (10**9 if active else 10**3)
+            if name.endswith(("packets", "pkts", "wrs", "cmds", "rcvd", "requests", "cnp_sent", "handled")):
+                value //= 1000
+        out.setdefault(where, {})[name] = overrides.get(name, value)
+    return out
+
+
+def counter_path(root, fabric, index, name):
+    """Where device ``index``'s counter ``name`` lives under ``root`` (None if it has no such counter)."""
+    fabric = normalize_fabric(fabric)
+    devices = model(fabric)
+    if not 0 <= index < len(devices):
+        return None
+    kind = fabric["type"] if index < fabric["devices"] else "roce"
+    where = counter_names(kind).get(name)
+    if where is None:
+        return None
+    base = os.path.join(root, "sys", "class", "infiniband", devices[index]["name"])
+    if where == "device":
+        return os.path.join(base, "hw_counters", name)
+    return os.path.join(base, "ports", "1", where, name)
+
+
+def grow_counters(root, fabric):
+    """Add the scenario's ``grow_in_test`` amounts to this node's counter files; returns the files changed.
+
+    A counter file that is missing (the tree was not built) is left alone.
+    """
+    changed = []
+    for index, amounts in sorted(normalize_fabric(fabric)["grow_in_test"].items()):
+        for name, amount in sorted(amounts.items()):
+            path = counter_path(root, fabric, index, name)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    value = int(fh.read().strip() or 0)
+            except (OSError, TypeError, ValueError):
+                continue
+            _write(path, str(value + amount))
+            changed.append(path)
+    return changed
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -284,6 +498,14 @@ def _write_device(sys_dir, dev):
             _write(os.path.join(base, key), dev[key])
     for number, port in enumerate(dev["ports"], start=1):
         _write_port(os.path.join(base, "ports", str(number)), port)
+    counters = dev.get("counters", {})
+    for where, values in counters.items():
+        folder = os.path.join(base, "hw_counters") if where == "device" else os.path.join(base, "ports", "1", where)
+        for name, value in values.items():
+            _write(os.path.join(folder, name), str(value))
+        if where != "counters":
+            # Every hw_counters directory has lifespan (ms between refreshes), which is not a counter.
+            _write(os.path.join(folder, "lifespan"), "10")
 
 
 def _write_port(pdir, port):

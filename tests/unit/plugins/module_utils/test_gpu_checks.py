@@ -430,6 +430,13 @@ def healthy_evidence():
         "dcgm": dcgm(("Memory", "pass", [], "")),
         "dcgm_level": 1,
         "fabric": info(),
+        "fabric_counters": {
+            "fabric": "ib",
+            "growth": {"mlx5_0:1": {"symbol_error": 0, "link_downed": 0}},
+            "since": 1763715600.0,
+            "span": 3600.0,
+            "within": True,
+        },
         "gdr": {"peermem": True, "driver": PROPRIETARY, "kernel": "6.1.0"},
     }
 
@@ -437,7 +444,7 @@ def healthy_evidence():
 def test_evaluate_healthy_node_in_contract_order():
     results = gc.evaluate(healthy_evidence(), {"expected_gpus": 8, "driver_version": "550", "cuda_version": "12.4"})
     assert [r["name"] for r in results] == list(gc.CHECK_NAMES)
-    assert len(gc.CHECK_NAMES) == 22
+    assert len(gc.CHECK_NAMES) == 24
     assert all(r["status"] in STATUSES for r in results)
     statuses = dict((r["name"], r["status"]) for r in results)
     assert statuses.pop("retired_pages_pending") == "skip"

@@ -8,8 +8,11 @@ fault it injects instead of carrying pages of XML. Keys a case may add for this 
 - ``fabric_tree``: a scenario ``fabric`` dict; builds the sysfs tree under ``{sim}`` with the sandbox's
   own generator and gives ``{ibstat}`` (the simulated ibstat's output for it).
 - ``kernel_release``: what the node's kernel answers (default 6.1.0-18-amd64).
+- ``fabric_state``: earlier counter snapshots ``[{age: seconds before now, counters, boot_id}]`` written
+  as the state file ``{state}`` before the run (boot_id defaults to this boot's, BOOT_ID).
+- ``state_after``: how many snapshots ``{state}`` holds after the run (0: the file must not exist).
 - ``statuses``: {check name: expected status}; ``details``: {check name: [substrings of its detail]}.
-The clocks are fixed: now is NOW (epoch), the node booted UPTIME seconds ago.
+The clocks are fixed: now is NOW (epoch), the node booted UPTIME seconds ago, its boot id is BOOT_ID.
 """
 
 import importlib.util
@@ -31,6 +34,7 @@ CASES = load_cases(os.path.join(HERE, "gpu_health.yml"))
 
 NOW = 1763719200.0  # 2025-11-21T10:00:00Z
 UPTIME = 100000.0
+BOOT_ID = "3f0e51b2-5d3c-4a1e-9c3b-6c1a2f0d7e11"
 BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 MODELS = {"H100": "NVIDIA H100 80GB HBM3", "H200": "NVIDIA H200"}
 
@@ -198,6 +202,7 @@ def prepare(case, tmp_path):
     case = dict(case)
     names = dict(case.get("names", {}))
     names.setdefault("sim", "{tmp}/sim")
+    names.setdefault("state", "{tmp}/state/fabric-counters.json")
     sim_root = str(tmp_path / "sim")
     if "gpu" in case:
         names["nvsmi"] = nvsmi_xml(case["gpu"])
@@ -208,14 +213,29 @@ def prepare(case, tmp_path):
     if "fabric_tree" in case:
         sim.build_tree(sim_root, sim.normalize_fabric(case["fabric_tree"]), net_target=str(tmp_path / "net"))
         names["ibstat"] = sim_ibstat(sim_root)
+    if "fabric_state" in case:
+        snapshots = [
+            {"time": NOW - snap["age"], "boot_id": snap.get("boot_id", BOOT_ID), "counters": snap["counters"]}
+            for snap in case["fabric_state"]
+        ]
+        (tmp_path / "state").mkdir()
+        (tmp_path / "state" / "fabric-counters.json").write_text(json.dumps({"version": 1, "snapshots": snapshots}))
     case["names"] = names
     return case
+
+
+def state_snapshots(tmp_path):
+    path = tmp_path / "state" / "fabric-counters.json"
+    if not path.exists():
+        return 0
+    return len(json.loads(path.read_text())["snapshots"])
 
 
 @pytest.fixture()
 def fixed_node(monkeypatch):
     monkeypatch.setattr(gpu_health, "_now", lambda: NOW)
     monkeypatch.setattr(gpu_health, "_uptime", lambda: UPTIME)
+    monkeypatch.setattr(gpu_health, "_boot_id", lambda: BOOT_ID)
 
     def release(value):
         monkeypatch.setattr(gpu_health, "_kernel_release", lambda: value)
@@ -242,3 +262,5 @@ def test_gpu_health(case, tmp_path, monkeypatch, fixed_node):
     assert result["healthy"] is (not failing)
     assert [r.split(":")[0] for r in result["reasons"]] == failing
     assert result["checked_at"] == NOW
+    if "state_after" in case:
+        assert state_snapshots(tmp_path) == case["state_after"]

@@ -1,6 +1,7 @@
 """nccl_test: the data-driven cases of nccl_test.yml, plus the environment and runner-error cases."""
 
 import copy
+import importlib.util
 import os
 import threading
 
@@ -13,6 +14,23 @@ from ansible_collections.raygate.cluster.plugins.module_utils._runner import Com
 from ansible_collections.raygate.cluster.plugins.modules import nccl_test
 
 CASES = load_cases(os.path.join(os.path.dirname(__file__), "nccl_test.yml"))
+SIM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "sandbox", "sim", "raygate_sim.py")
+
+
+def _load_sim():
+    spec = importlib.util.spec_from_file_location("raygate_sim", SIM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+sim = _load_sim()
+
+
+@pytest.fixture(autouse=True)
+def no_host_sysfs(tmp_path, monkeypatch):
+    """A case that does not name sysfs_root reads an empty tree, never this machine's RDMA devices."""
+    monkeypatch.setattr(nccl_test, "DEFAULT_SYSFS_ROOT", str(tmp_path / "no-sysfs"))
 
 
 def expand_pairs(case):
@@ -36,6 +54,9 @@ def statuses(checks):
 
 @pytest.mark.parametrize("case", CASES)
 def test_nccl_test(case, tmp_path, monkeypatch):
+    # fabric_tree: a scenario `fabric` built as the sandbox's sysfs tree under {tmp}/sim.
+    if "fabric_tree" in case:
+        sim.build_tree(str(tmp_path / "sim"), case["fabric_tree"], net_target=str(tmp_path / "net"))
     result = run_case(expand_pairs(case), nccl_test.main, tmp_path, monkeypatch)
     got = statuses(result.get("checks") or [])
     for name, status in case.get("statuses", {}).items():

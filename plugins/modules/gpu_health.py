@@ -28,6 +28,16 @@ description:
     C(kern.log) or C(dmesg.txt) (the kernel log), C(dcgmi-diag.json) (C(dcgmi diag -r N -j)),
     C(ibstat.txt) (C(ibstat)) and C(fi_info.txt) (C(fi_info -p efa -t FI_EP_RDM)). A missing file
     makes its checks skip with "not captured"; C(gpudirect_rdma) is not captured.
+  - Returns the node's RV(fingerprint) (driver, CUDA, VBIOS, GPU model and count, PCIe link widths,
+    HCA firmware, RDMA stack, NCCL and kernel versions) for M(raygate.cluster.health_report)'s fleet
+    view. Live, the HCA firmware is sysfs' C(fw_ver) of each RDMA device; the RDMA stack is
+    C(ofed_info -s) when NVIDIA's OFED is installed, else the C(rdma-core) package's version
+    (C(dpkg-query) or C(rpm)), both only on a node with RDMA devices; NCCL is the version in the name
+    of a C(libnccl.so.X.Y.Z) file in the usual library directories under O(sysfs_root) (nothing is
+    loaded); the kernel is the running one. With O(capture_dir) the fields come from the files - the
+    GPU ones from C(nvidia-smi.xml), the HCA firmware from C(ibstat.txt)'s C(Firmware version), the
+    RDMA stack from an optional C(ofed_info.txt) (C(ofed_info -s)) and the kernel from the kernel
+    log's C(Linux version) boot line; NCCL is not captured. A field that cannot be read is null.
 requirements:
   - C(nvidia-smi) (the NVIDIA driver) on the node; without it every GPU check fails with the tool's message
   - C(dcgmi) (NVIDIA DCGM, its host engine running) for the DCGM diagnostic, only when O(dcgm_diag_level) is
@@ -169,7 +179,9 @@ options:
     type: bool
     default: true
   sysfs_root:
-    description: Root under which C(sys/) and C(proc/driver/nvidia) are read (a simulated tree in the sandbox).
+    description:
+      - Root under which C(sys/), C(proc/driver/nvidia) and the library directories searched for
+        C(libnccl.so.X.Y.Z) are read (a simulated tree in the sandbox).
     type: path
     default: /
   capture_dir:
@@ -310,6 +322,69 @@ kernel_log:
   returned: always
   type: str
   sample: journal since boot
+fingerprint:
+  description:
+    - The node's versions, as the fleet view of M(raygate.cluster.health_report) compares them.
+      A field that could not be read is null; the set-valued ones are sorted lists of the distinct values.
+  returned: always
+  type: dict
+  version_added: 0.4.0
+  contains:
+    gpu_model:
+      description: The distinct GPU product names.
+      type: list
+      elements: str
+      returned: always
+      sample: [NVIDIA H100 80GB HBM3]
+    gpu_count:
+      description: How many GPUs C(nvidia-smi) listed.
+      type: int
+      returned: always
+      sample: 8
+    driver:
+      description: The driver version.
+      type: str
+      returned: always
+      sample: 550.90.07
+    cuda:
+      description: The CUDA version the driver reports.
+      type: str
+      returned: always
+      sample: "12.4"
+    vbios:
+      description: The distinct VBIOS versions of the GPUs.
+      type: list
+      elements: str
+      returned: always
+      sample: [96.00.74.00.0D]
+    pcie_link:
+      description: The distinct PCIe link widths of the GPUs, as C(x<current>/x<max>).
+      type: list
+      elements: str
+      returned: always
+      sample: [x16/x16]
+    hca_firmware:
+      description: The distinct firmware versions of the RDMA adapters.
+      type: list
+      elements: str
+      returned: always
+      sample: [28.39.1002]
+    rdma_stack:
+      description: C(ofed_info -s) without its colon, or C(rdma-core <package version>).
+      type: str
+      returned: always
+      sample: MLNX_OFED_LINUX-23.10-0.5.5.0
+    nccl:
+      description: The distinct versions of the C(libnccl.so.X.Y.Z) files found.
+      type: list
+      elements: str
+      returned: always
+      sample: [2.21.5]
+    kernel:
+      description: The kernel release.
+      type: str
+      returned: always
+      sample: 6.1.0-18-amd64
 fabric:
   description: >-
     The RDMA fabric found (C(fabric), C(active_ports), C(down_ports), C(rate_gbps), C(warnings)),
@@ -325,6 +400,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
+from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
@@ -336,6 +412,7 @@ CAPTURE_FILES = {
     "dcgm": "dcgmi-diag.json",
     "ibstat": "ibstat.txt",
     "fi_info": "fi_info.txt",
+    "ofed_info": "ofed_info.txt",
 }
 KERNEL_LOG_MODES = ("auto", "journal", "dmesg")
 JOURNAL_ARGS = ["-k", "-b", "--no-pager", "-o", "short-monotonic"]
@@ -384,6 +461,18 @@ def _xid_lines(path):
             return "".join(line for line in fh if "Xid" in line), None
     except OSError as exc:
         return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+
+
+def _kernel_banner(path):
+    """The kernel release of a captured kernel log's boot line, reading no further than it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "Linux version" in line:
+                    return fp.kernel_from_log(line)
+    except OSError:
+        pass
+    return None
 
 
 def _window_scope(label, window):
@@ -522,6 +611,8 @@ class Live:
         label = self.kernel(ev)
         self.dcgm(ev)
         self.fabric(ev)
+        found = fp.read_live(self.runner, self.p["sysfs_root"], rdma=self.p["fabric"] != "none")
+        ev["fingerprint"] = fp.build(ev.get("nvsmi"), kernel=_kernel_release(), **found)
         return ev, label
 
 
@@ -569,7 +660,21 @@ class Capture:
             # A capture has no GID tables: detect's RoCE GID warning would be noise here.
             found["warnings"] = [w for w in found["warnings"] if "NCCL_IB_GID_INDEX" not in w]
             ev["fabric"] = found
+        ofed, _e3 = self.file(CAPTURE_FILES["ofed_info"])
+        ev["fingerprint"] = fp.build(
+            ev.get("nvsmi"),
+            hca_firmware=fp.hca_firmware_from_ibstat(ibstat),
+            rdma_stack=fp.parse_ofed_info(ofed),
+            kernel=self.kernel_release(),
+        )
         return ev, label
+
+    def kernel_release(self):
+        for name in CAPTURE_FILES["kernel"]:
+            path = os.path.join(self.dir, name)
+            if os.path.isfile(path):
+                return _kernel_banner(path)
+        return None
 
     def kernel(self, ev):
         for name in CAPTURE_FILES["kernel"]:
@@ -696,6 +801,7 @@ def main():
         checked_at=_now(),
         kernel_log=label,
         fabric=fabric_summary(evidence.get("fabric")),
+        fingerprint=evidence.get("fingerprint") or fp.empty(),
         **gc.summarize(results),
         **extra,
     )

@@ -8,6 +8,7 @@ fault it injects instead of carrying pages of XML. Keys a case may add for this 
 - ``fabric_tree``: a scenario ``fabric`` dict; builds the sysfs tree under ``{sim}`` with the sandbox's
   own generator and gives ``{ibstat}`` (the simulated ibstat's output for it).
 - ``kernel_release``: what the node's kernel answers (default 6.1.0-18-amd64).
+- ``gpu.vbios``: as the sandbox scenario's: one VBIOS version for every GPU, or {index: version}.
 - ``statuses``: {check name: expected status}; ``details``: {check name: [substrings of its detail]}.
 The clocks are fixed: now is NOW (epoch), the node booted UPTIME seconds ago.
 """
@@ -33,6 +34,7 @@ NOW = 1763719200.0  # 2025-11-21T10:00:00Z
 UPTIME = 100000.0
 BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 MODELS = {"H100": "NVIDIA H100 80GB HBM3", "H200": "NVIDIA H200"}
+VBIOS = "96.00.74.00.0D"
 
 
 def _load_sim():
@@ -89,6 +91,7 @@ def _gpu(spec, index):
         [
             '<gpu id="00000000:%s:00.0">' % bus,
             "<product_name>%s</product_name>" % MODELS[spec.get("model", "H100")],
+            "<vbios_version>%s</vbios_version>" % _vbios(spec, index),
             "<persistence_mode>%s</persistence_mode>"
             % ("Disabled" if _kind(all_faults, "persistence_off") else "Enabled"),
             "<uuid>GPU-%08d-0000-0000-0000-%012d</uuid>" % (index, index),
@@ -116,6 +119,14 @@ def _gpu(spec, index):
             "</gpu>",
         ]
     )
+
+
+def _vbios(spec, index):
+    """The sandbox scenario's ``vbios``: one version for every GPU, or {index: version} for some."""
+    value = spec.get("vbios") or {}
+    if isinstance(value, str):
+        return value
+    return value.get(index, value.get(str(index), VBIOS))
 
 
 def _visible(spec):

@@ -18,7 +18,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gate
+from ansible_collections.raygate.cluster.plugins.module_utils import breaker, fleet, gate
 from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
 from ansible_collections.raygate.cluster.plugins.module_utils.run_summary import failure_of
 
@@ -30,6 +30,7 @@ NODE_SPEC = {
     "skip_reason": {"type": "str"},
     "error": {"type": "str"},
     "checks": {"type": "list", "elements": "dict", "default": []},
+    "fingerprint": {"type": "dict"},
 }
 ARGUMENT_SPEC = {
     "nodes": {"type": "list", "elements": "dict", "options": NODE_SPEC},
@@ -43,6 +44,10 @@ ARGUMENT_SPEC = {
     "run_id": {"type": "str"},
     "write": {"type": "bool", "default": True},
     "left_hosts": {"type": "list", "elements": "str", "default": []},
+    "fleet_drift": {"type": "str", "default": "warn", "choices": list(fleet.MODES)},
+    "fleet_expect": {"type": "dict", "default": {}},
+    "breaker_threshold": {"type": "int", "default": breaker.DEFAULT_THRESHOLD},
+    "breaker_min_nodes": {"type": "int", "default": breaker.DEFAULT_MIN_NODES},
 }
 # nodes: the entries made by the caller; hosts: made here from what the gate left in hostvars.
 MUTUALLY_EXCLUSIVE = [["nodes", "hosts"]]
@@ -118,6 +123,10 @@ def make_report(args, now, check_mode=False, hostvars=None):
         valid_for=args["valid_for"],
         checked_at=int(now),
         run_id=args.get("run_id"),
+        fleet_drift=args["fleet_drift"],
+        fleet_expect=args["fleet_expect"],
+        breaker_threshold=args["breaker_threshold"],
+        breaker_min_nodes=args["breaker_min_nodes"],
     )
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
     rendered = hr.render_files(report)
@@ -127,7 +136,8 @@ def make_report(args, now, check_mode=False, hostvars=None):
         os.makedirs(report_dir, exist_ok=True)
         for key, path in files.items():
             _write_atomically(path, rendered[key][1])
-    keys = ("healthy", "unhealthy", "warned", "head_healthy", "enough", "ok", "message", "run_id")
+    keys = ("healthy", "unhealthy", "warned", "severities", "head_healthy", "enough", "ok", "message", "run_id")
+    keys += ("breaker_tripped", "breaker", "fleet")
     out = {key: report[key] for key in keys}
     out.update(
         changed=bool(args["write"]),

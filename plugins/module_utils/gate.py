@@ -68,7 +68,8 @@ def node_checks(hv, address):
 def gate_entry(host, hv, head):
     """The report entry of one host that ran the gate, from its variables ``hv``.
 
-    Its role is head when it is ``head``; skip_reason only when its status is skipped.
+    Its role is head when it is ``head``; skip_reason only when its status is skipped; its
+    fingerprint is the one gpu_health registered (None when gpu_health did not run).
     Raises ValueError when the gate's first step did not run on it.
     """
     missing = [name for name in REQUIRED if name not in hv]
@@ -82,6 +83,7 @@ def gate_entry(host, hv, head):
         "address": str(address),
         "status": status,
         "skip_reason": str(hv.get("raygate_gate_skip_reason") or "") if status == "skipped" else "",
+        "fingerprint": _result(hv, "raygate_gpu_health").get("fingerprint") or None,
         "checks": node_checks(hv, address),
     }
 

@@ -194,6 +194,7 @@ def _gpu(index, gpu):
         "uuid": _find_text(gpu, "uuid"),
         "pci_bus_id": _find_text(gpu, "pci/pci_bus_id") or _clean(gpu.get("id")),
         "name": _find_text(gpu, "product_name"),
+        "vbios_version": _find_text(gpu, "vbios_version"),
         "persistence_mode": _find_text(gpu, "persistence_mode"),
         "ecc_mode_current": _find_text(gpu, "ecc_mode/current_ecc"),
         "ecc_errors": {

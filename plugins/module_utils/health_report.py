@@ -18,7 +18,21 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.raygate.cluster.plugins.module_utils.checks import SEVERITIES, STATUSES, reason, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils import breaker, fleet
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import (
+    DEFAULT_SEVERITY,
+    SEVERITIES,
+    STATUSES,
+    reason,
+    verdict,
+)
+from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import FIELDS as FINGERPRINT_FIELDS
+from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import text as fingerprint_text
+from ansible_collections.raygate.cluster.plugins.module_utils.remedies import (
+    default_action,
+    severity_rank,
+    worst_severity,
+)
 
 SOURCES = ("gpu_health", "nccl_test", "nccl_pairs")
 ROLES = ("head", "worker")
@@ -101,31 +115,50 @@ def _check(host, raw):
         "threshold": _plain(raw.get("threshold")),
         "source": str(raw["source"]),
     }
-    if raw.get("severity"):
-        if raw["severity"] not in SEVERITIES:
-            raise ValueError(
-                "node %s: check %s has severity %r, not one of %s" % (host, raw["name"], raw["severity"], SEVERITIES)
-            )
-        out["severity"] = raw["severity"]
-    if raw.get("action"):
-        out["action"] = str(raw["action"])
-    return out
+    if raw.get("severity") and raw["severity"] not in SEVERITIES:
+        raise ValueError(
+            "node %s: check %s has severity %r, not one of %s" % (host, raw["name"], raw["severity"], SEVERITIES)
+        )
+    return with_remedy(out, raw.get("severity"), raw.get("action"))
+
+
+def with_remedy(check, severity=None, action=None):
+    """``check`` with the severity and action a failing or warning one must carry (a pass or skip
+    carries neither): those given, else the status's default severity and the check's default action."""
+    check = dict(check)
+    check.pop("severity", None)
+    check.pop("action", None)
+    if check["status"] in DEFAULT_SEVERITY:
+        check["severity"] = severity or DEFAULT_SEVERITY[check["status"]]
+        check["action"] = str(action) if action else default_action(check["name"], check["status"])
+    return check
 
 
 def _made_check(name, detail):
     """A failing check the report makes itself (source health_report, not one of SOURCES)."""
-    return {"name": name, "status": "fail", "detail": detail, "value": None, "threshold": None,
-            "source": "health_report", "severity": "do-not-allocate"}  # fmt: skip
+    made = {"name": name, "status": "fail", "detail": detail, "value": None, "threshold": None}
+    return with_remedy(dict(made, source="health_report"))
+
+
+def _fingerprint(host, raw):
+    """A node's fingerprint as plain values of the known fields (others are dropped), or None."""
+    if raw is None or raw == {}:
+        return None
+    if not isinstance(raw, dict):
+        raise ValueError("node %s: fingerprint must be a dict, got %r" % (host, raw))
+    return dict((field, _plain(raw.get(field))) for field in FINGERPRINT_FIELDS)
 
 
 def normalize_nodes(nodes):
     """Validate the gate's input and return plain copies of the nodes, in the order given.
 
-    Each node: ``{host, role: head|worker, address, status, skip_reason, error, checks}``, status
+    Each node: ``{host, role: head|worker, address, status, skip_reason, error, fingerprint, checks}``, status
     one of checked, skipped, unreachable (it did not answer), failed (a step failed on it).
     A checked node without any check result gets one failing ``checks`` check (source
     ``health_report``): a node whose checks did not run must not pass the gate. An unreachable
     or failed node gets one failing ``reachable`` or ``run`` check whose detail is its error.
+    Every failing or warning check gets a severity and an action (``with_remedy``). A checked
+    node's ``fingerprint`` (gpu_health's) is kept, others are dropped.
     Raises ValueError naming the node on any malformed entry or duplicate host or check.
     """
     if not isinstance(nodes, list) or not nodes:
@@ -161,6 +194,7 @@ def normalize_nodes(nodes):
                 "address": None if raw.get("address") is None else str(raw["address"]),
                 "status": str(status),
                 "skip_reason": str(raw["skip_reason"]) if raw.get("skip_reason") else None,
+                "fingerprint": _fingerprint(host, raw.get("fingerprint")) if status == "checked" else None,
                 "checks": checks,
             }
         )
@@ -171,21 +205,28 @@ def normalize_nodes(nodes):
 
 
 def judge_node(node, fail_on_warn=False):
-    """``{verdict, healthy, reasons, warn_reasons}`` for one normalized node.
+    """``{verdict, healthy, severity, reasons, warn_reasons}`` for one normalized node.
 
     verdict: ``pass|warn|fail`` from its checks, or ``skipped`` (a running member that was
-    not re-checked: it counts as healthy). reasons: the failing checks as ``name: detail``,
-    plus the warning ones when ``fail_on_warn``; warn_reasons: the warning checks.
+    not re-checked: it counts as healthy). severity: the worst of its failing and warning
+    checks (None without any). reasons: the failing checks as ``name: detail``, plus the
+    warning ones when ``fail_on_warn``; warn_reasons: the warning checks.
     """
     warn_reasons = [reason(c) for c in node["checks"] if c["status"] == "warn"]
     if node["status"] == "skipped":
-        return {"verdict": "skipped", "healthy": True, "reasons": [], "warn_reasons": []}
+        return {"verdict": "skipped", "healthy": True, "severity": None, "reasons": [], "warn_reasons": []}
     node_verdict = verdict(node["checks"])
     reasons = [reason(c) for c in node["checks"] if c["status"] == "fail"]
     if fail_on_warn:
         reasons += warn_reasons
     healthy = node_verdict == "pass" or (node_verdict == "warn" and not fail_on_warn)
-    return {"verdict": node_verdict, "healthy": healthy, "reasons": reasons, "warn_reasons": warn_reasons}
+    return {
+        "verdict": node_verdict,
+        "healthy": healthy,
+        "severity": worst_severity(node["checks"]),
+        "reasons": reasons,
+        "warn_reasons": warn_reasons,
+    }
 
 
 def _head_of(nodes, head):
@@ -219,26 +260,73 @@ def _message(head, head_entry, healthy, total, min_healthy, unhealthy):
     return message
 
 
-def build_report(nodes, head=None, min_healthy=1, fail_on_warn=False, valid_for=86400, checked_at=0, run_id=None):
+def _add_drift_checks(nodes, table, mode):
+    """Each checked node with a fingerprint gets its ``fleet_drift`` check (none when ``mode`` is off)."""
+    for node in nodes:
+        if node["status"] != "checked" or not node["fingerprint"]:
+            continue
+        check = fleet.drift_check(node["fingerprint"], table, mode)
+        if check is not None:
+            made = dict(check, source="health_report")
+            node["checks"].append(with_remedy(made, check.get("severity"), check.get("action")))
+
+
+def _fleet_view(nodes, fleet_expect, mode):
+    """(fleet report, {host: fingerprint}) for the checked nodes that reported a fingerprint."""
+    prints = [(n["host"], n["fingerprint"]) for n in nodes if n["status"] == "checked" and n["fingerprint"]]
+    table = fleet.fleet_table(prints, fleet_expect)
+    drift = {}
+    for host, node_fp in prints:
+        found = fleet.node_drift(node_fp, table)
+        if found:
+            drift[host] = found
+    view = {"nodes": table["nodes"], "mode": mode, "fields": table["fields"], "drift": drift}
+    return view, dict(prints)
+
+
+def build_report(
+    nodes,
+    head=None,
+    min_healthy=1,
+    fail_on_warn=False,
+    valid_for=86400,
+    checked_at=0,
+    run_id=None,
+    fleet_drift="warn",
+    fleet_expect=None,
+    breaker_threshold=breaker.DEFAULT_THRESHOLD,
+    breaker_min_nodes=breaker.DEFAULT_MIN_NODES,
+):
     """The whole report (the content of report.json) for the gate's input.
 
     ``head`` defaults to the node with role head; a head missing from ``nodes`` is unhealthy.
     ``checked_at`` is a Unix time in seconds; ``run_id`` defaults to ``default_run_id(checked_at)``.
+    ``fleet_drift`` (warn, fail, off) is the status of a node whose fingerprint differs from
+    ``fleet_expect`` or the fleet's majority (``fleet.py``); ``breaker_threshold`` (percent, 0 off)
+    and ``breaker_min_nodes`` set the circuit breaker (``breaker.py``): when it trips nobody is left
+    out (``healthy`` lists every node, ``unhealthy`` is empty) and ``ok`` is false.
     Raises ValueError on bad input.
     Returned keys: run_id, checked_at, valid_until (ISO 8601 UTC), checked_at_epoch,
     valid_until_epoch, head, min_healthy, valid_for, fail_on_warn, ok, head_healthy, enough,
-    message, healthy (hosts, input order), unhealthy {host: reasons}, warned {host:
-    warn_reasons}, thresholds {check: [distinct thresholds]}, nodes (each node with verdict,
-    healthy, reasons, warn_reasons and its checks).
+    breaker_tripped, message, healthy (hosts, input order), unhealthy {host: reasons}, warned {host:
+    warn_reasons}, severities {host: worst severity}, thresholds {check: [distinct thresholds]},
+    breaker (its state), fleet (the fleet view), nodes (each node with verdict, healthy, severity,
+    reasons, warn_reasons, fingerprint and its checks).
     """
     if isinstance(min_healthy, bool) or not isinstance(min_healthy, int) or min_healthy < 1:
         raise ValueError("min_healthy must be an integer >= 1, not %r" % (min_healthy,))
     if isinstance(valid_for, bool) or not isinstance(valid_for, int) or valid_for < 1:
         raise ValueError("valid_for must be a number of seconds >= 1, not %r" % (valid_for,))
+    if fleet_drift not in fleet.MODES:
+        raise ValueError("fleet_drift must be one of %s, not %r" % (", ".join(fleet.MODES), fleet_drift))
+    breaker.check_settings(breaker_threshold, breaker_min_nodes)
     checked_at = int(checked_at)
     run_id = check_run_id(run_id if run_id else default_run_id(checked_at))
+    normalized = normalize_nodes(nodes)
+    fleet_view, fingerprints = _fleet_view(normalized, fleet_expect, fleet_drift)
+    _add_drift_checks(normalized, fleet_view, fleet_drift)
     entries = []
-    for node in normalize_nodes(nodes):
+    for node in normalized:
         entry = dict(node)
         entry.update(judge_node(node, fail_on_warn))
         entries.append(entry)
@@ -246,8 +334,16 @@ def build_report(nodes, head=None, min_healthy=1, fail_on_warn=False, valid_for=
     # A head missing from the nodes left the play before the gate: unhealthy, not a bad argument.
     head_entry = ([e for e in entries if e["host"] == head] or [None])[0]
     head_healthy = bool(head_entry and head_entry["healthy"])
-    healthy = [e["host"] for e in entries if e["healthy"]]
-    unhealthy = {e["host"]: e["reasons"] for e in entries if not e["healthy"]}
+    judged_healthy = [e["host"] for e in entries if e["healthy"]]
+    state = breaker.judge(entries, breaker_threshold, breaker_min_nodes, fingerprints)
+    if state["tripped"]:
+        # Suspect a common cause: leave nobody out, and stop.
+        healthy, unhealthy = [e["host"] for e in entries], {}
+        message = breaker.message(state)
+    else:
+        healthy = judged_healthy
+        unhealthy = {e["host"]: e["reasons"] for e in entries if not e["healthy"]}
+        message = _message(head, head_entry, healthy, len(entries), min_healthy, list(unhealthy))
     warned = {e["host"]: e["warn_reasons"] for e in entries if e["warn_reasons"]}
     thresholds = {}
     for entry in entries:
@@ -256,7 +352,7 @@ def build_report(nodes, head=None, min_healthy=1, fail_on_warn=False, valid_for=
             if check["threshold"] is not None and check["threshold"] not in seen:
                 seen.append(check["threshold"])
     valid_until = checked_at + valid_for
-    enough = len(healthy) >= min_healthy
+    enough = len(judged_healthy) >= min_healthy
     return {
         "run_id": run_id,
         "checked_at": iso_utc(checked_at),
@@ -267,14 +363,18 @@ def build_report(nodes, head=None, min_healthy=1, fail_on_warn=False, valid_for=
         "min_healthy": min_healthy,
         "valid_for": valid_for,
         "fail_on_warn": bool(fail_on_warn),
-        "ok": head_healthy and enough,
+        "ok": head_healthy and enough and not state["tripped"],
         "head_healthy": head_healthy,
         "enough": enough,
-        "message": _message(head, head_entry, healthy, len(entries), min_healthy, list(unhealthy)),
+        "breaker_tripped": state["tripped"],
+        "message": message,
         "healthy": healthy,
         "unhealthy": unhealthy,
         "warned": warned,
+        "severities": {e["host"]: e["severity"] for e in entries if e["severity"]},
         "thresholds": {k: v for k, v in sorted(thresholds.items()) if v},
+        "breaker": state,
+        "fleet": fleet_view,
         "nodes": entries,
     }
 
@@ -323,8 +423,56 @@ def _md_row(cells):
     return "| " + " | ".join(md_escape(c) for c in cells) + " |"
 
 
+MD_HOSTS = 20
+
+
+def _md_hosts(hosts):
+    """Up to MD_HOSTS host names, then how many more (report.json has them all)."""
+    shown = ", ".join(hosts[:MD_HOSTS])
+    return shown + (" and %d more" % (len(hosts) - MD_HOSTS) if len(hosts) > MD_HOSTS else "")
+
+
+def _value_note(info, value):
+    if value["value"] is None:
+        return "not read"
+    if info["expected"] is not None:
+        return "pinned" if fleet.pinned_match(value["value"].split(", "), info["expected"]) else "differs from the pin"
+    if info["majority"] is not None:
+        return "majority" if value["value"] == info["majority"] else "differs from the majority"
+    return "no majority" if info["split"] else ""
+
+
+def _md_breaker(report):
+    state = report["breaker"]
+    if not state["tripped"]:
+        return ["- circuit breaker: %s" % md_escape(state["detail"])]
+    lines = ["- circuit breaker: **TRIPPED**: %s; nobody was left out" % md_escape(state["detail"])]
+    return lines + ["  - likely: %s" % md_escape(cause) for cause in state["causes"]]
+
+
+def _md_fleet(report):
+    view = report["fleet"]
+    if not view["nodes"]:
+        return []
+    lines = [
+        "",
+        "## Fleet versions",
+        "",
+        "%d nodes reported their versions; fleet drift: %s." % (view["nodes"], view["mode"]),
+        "",
+        "| field | value | nodes | hosts | note |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for field, info in view["fields"].items():
+        for value in info["values"]:
+            cells = [field, "(not read)" if value["value"] is None else value["value"], str(value["count"])]
+            lines.append(_md_row(cells + [_md_hosts(value["hosts"]), _value_note(info, value)]))
+    return lines
+
+
 def render_markdown(report):
-    """report.md: the decision, a summary table (host, role, verdict, healthy, reasons) and one table per node."""
+    """report.md: the decision, a summary table (host, role, verdict, severity, healthy, reasons), the
+    fleet's versions, then one table per node (check, status, severity, value, threshold, detail, action)."""
     lines = [
         "# raygate health report %s" % md_escape(report["run_id"]),
         "",
@@ -333,15 +481,20 @@ def render_markdown(report):
         "- checked at %s, valid until %s" % (report["checked_at"], report["valid_until"]),
         "- head: %s; min_healthy: %d; fail_on_warn: %s"
         % (md_escape(report["head"]), report["min_healthy"], str(report["fail_on_warn"]).lower()),
+    ]
+    lines += _md_breaker(report)
+    lines += [
         "",
         "## Nodes",
         "",
-        "| host | role | verdict | healthy | reasons |",
-        "| --- | --- | --- | --- | --- |",
+        "| host | role | verdict | severity | healthy | reasons |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for entry in report["nodes"]:
-        cells = [entry["host"], entry["role"], entry["verdict"], "yes" if entry["healthy"] else "no"]
+        cells = [entry["host"], entry["role"], entry["verdict"], entry["severity"] or ""]
+        cells.append("yes" if entry["healthy"] else "no")
         lines.append(_md_row(cells + ["; ".join(_node_reasons(entry))]))
+    lines += _md_fleet(report)
     for entry in report["nodes"]:
         lines += ["", "## %s (%s, %s)" % (md_escape(entry["host"]), entry["role"], entry["verdict"]), ""]
         if entry["address"]:
@@ -350,10 +503,14 @@ def render_markdown(report):
             lines += ["Not re-checked: %s" % md_escape(entry["skip_reason"] or "no reason given"), ""]
         if not entry["checks"]:
             continue
-        lines += ["| check | status | value | threshold | detail |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "| check | status | severity | value | threshold | detail | action |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for check in entry["checks"]:
-            cells = [check["name"], check["status"], _text(check["value"]), _text(check["threshold"])]
-            lines.append(_md_row(cells + [check["detail"]]))
+            cells = [check["name"], check["status"], check.get("severity", "")]
+            cells += [_text(check["value"]), _text(check["threshold"]), check["detail"], check.get("action", "")]
+            lines.append(_md_row(cells))
     return "\n".join(lines) + "\n"
 
 
@@ -370,6 +527,11 @@ def _junit_case(suite, host, check):
         _text(check["threshold"]),
         check["source"],
     )
+    if check.get("severity"):
+        body += "\nseverity: %s\naction: %s" % (check["severity"], check.get("action", ""))
+        props = ET.SubElement(case, "properties")
+        for key in ("severity", "action"):
+            ET.SubElement(props, "property", name=key, value=_xml(check.get(key, "")))
     if check["status"] == "fail":
         ET.SubElement(case, "failure", message=_xml(check["detail"]), type="fail").text = _xml(body)
     elif check["status"] == "skip":
@@ -387,7 +549,7 @@ def render_junit(report):
         host = entry["host"]
         suite = ET.SubElement(root, "testsuite", name=_xml(host), hostname=_xml(host), timestamp=stamp)
         props = ET.SubElement(suite, "properties")
-        for key in ("role", "verdict", "address", "skip_reason"):
+        for key in ("role", "verdict", "severity", "address", "skip_reason"):
             if entry[key] is not None:
                 ET.SubElement(props, "property", name=key, value=_xml(entry[key]))
         if entry["status"] == "skipped":
@@ -415,18 +577,36 @@ def render_healthy_hosts(report):
     return "".join(host + "\n" for host in report["healthy"])
 
 
+def _fleet_lines(report):
+    """One line per fingerprint field the fleet disagrees on: each value with its nodes."""
+    lines = []
+    for field, info in report["fleet"]["fields"].items():
+        known = [v for v in info["values"] if v["value"] is not None]
+        if len(known) < 2:
+            continue
+        parts = []
+        for value in known:
+            if value["count"] > 3:
+                parts.append("%s on %d nodes" % (value["value"], value["count"]))
+            else:
+                parts.append("%s on %s" % (value["value"], ", ".join(value["hosts"])))
+        lines.append(_one_line("fleet %s: %s" % (field, "; ".join(parts))))
+    return lines
+
+
 def render_summary(report):
-    """Fixed-width table lines for the play output, then the message."""
-    rows = [("HOST", "ROLE", "VERDICT", "HEALTHY", "REASONS")]
+    """Fixed-width table lines for the play output, the fleet's disagreements, then the message."""
+    rows = [("HOST", "ROLE", "VERDICT", "SEVERITY", "HEALTHY", "REASONS")]
     for entry in report["nodes"]:
-        cells = (entry["host"], entry["role"], entry["verdict"], "yes" if entry["healthy"] else "no")
+        cells = (entry["host"], entry["role"], entry["verdict"], entry["severity"] or "-")
+        cells += ("yes" if entry["healthy"] else "no",)
         rows.append(tuple(_one_line(c) for c in cells) + (_one_line("; ".join(_node_reasons(entry))),))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = []
     for row in rows:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
     lines = [line.rstrip() for line in lines]
-    return lines + [_one_line(report["message"])]
+    return lines + _fleet_lines(report) + [_one_line(report["message"])]
 
 
 def prom_label(value):
@@ -452,6 +632,15 @@ def _is_number(value):
 
 METRICS = (
     (
+        "raygate_health_breaker_tripped",
+        "1 when the raygate health gate's circuit breaker tripped on this run (nobody was left out), else 0.",
+    ),
+    (
+        "raygate_health_check_severity",
+        "Severity of a failing or warning raygate health check: 3 do-not-allocate, 2 degraded, 1 info;"
+        " the action label is the recommended remedy.",
+    ),
+    (
         "raygate_health_check_status",
         "Result of one raygate health check: 0 pass, 1 warn, 2 fail, -1 skip (not measured).",
     ),
@@ -460,7 +649,16 @@ METRICS = (
         "Numeric value one raygate health check measured (unit as in the check's detail); absent when not numeric.",
     ),
     ("raygate_health_checked_at_seconds", "Unix time of the raygate health gate run that checked this node."),
-    ("raygate_health_node_healthy", "1 when the raygate health gate let this node into the cluster, else 0."),
+    (
+        "raygate_health_fingerprint_info",
+        "Versions this node reported to the raygate health gate (one label per field it could read); always 1.",
+    ),
+    ("raygate_health_node_healthy", "1 when this node passed the raygate health gate, else 0."),
+    (
+        "raygate_health_node_severity",
+        "Worst severity of this node's failing or warning raygate health checks: 3 do-not-allocate, 2 degraded,"
+        " 1 info, 0 none.",
+    ),
     ("raygate_health_valid_until_seconds", "Unix time after which this node's raygate health result is stale."),
 )
 
@@ -483,11 +681,27 @@ def render_textfile(report, host):
     samples["raygate_health_valid_until_seconds"].append(
         _sample("raygate_health_valid_until_seconds", {"host": host}, report["valid_until_epoch"])
     )
+    samples["raygate_health_breaker_tripped"].append(
+        _sample("raygate_health_breaker_tripped", {"host": host}, int(report["breaker_tripped"]))
+    )
+    samples["raygate_health_node_severity"].append(
+        _sample("raygate_health_node_severity", {"host": host}, severity_rank(entry["severity"]))
+    )
+    if entry.get("fingerprint"):
+        labels = {"host": host}
+        for field in FINGERPRINT_FIELDS:
+            if fingerprint_text(entry["fingerprint"][field]) is not None:
+                labels[field] = fingerprint_text(entry["fingerprint"][field])
+        samples["raygate_health_fingerprint_info"].append(_sample("raygate_health_fingerprint_info", labels, 1))
     for check in entry["checks"]:
         labels = {"host": host, "check": check["name"], "source": check["source"]}
         samples["raygate_health_check_status"].append(
             _sample("raygate_health_check_status", labels, STATUS_CODES[check["status"]])
         )
+        if check.get("severity"):
+            severity = dict(labels, severity=check["severity"], action=check.get("action", ""))
+            rank = severity_rank(check["severity"])
+            samples["raygate_health_check_severity"].append(_sample("raygate_health_check_severity", severity, rank))
         if _is_number(check["value"]):
             samples["raygate_health_check_value"].append(_sample("raygate_health_check_value", labels, check["value"]))
     lines = []

@@ -45,6 +45,16 @@ description:
     C(ibstat.txt) (C(ibstat)) and C(fi_info.txt) (C(fi_info -p efa -t FI_EP_RDM)). A missing file
     makes its checks skip with "not captured"; C(gpudirect_rdma), C(fabric_errors) and C(link_flaps)
     are not captured.
+  - Returns the node's RV(fingerprint) (driver, CUDA, VBIOS, GPU model and count, PCIe link widths,
+    HCA firmware, RDMA stack, NCCL and kernel versions) for M(raygate.cluster.health_report)'s fleet
+    view. Live, the HCA firmware is sysfs' C(fw_ver) of each RDMA device; the RDMA stack is
+    C(ofed_info -s) when NVIDIA's OFED is installed, else the C(rdma-core) package's version
+    (C(dpkg-query) or C(rpm)), both only on a node with RDMA devices; NCCL is the version in the name
+    of a C(libnccl.so.X.Y.Z) file in the usual library directories under O(sysfs_root) (nothing is
+    loaded); the kernel is the running one. With O(capture_dir) the fields come from the files - the
+    GPU ones from C(nvidia-smi.xml), the HCA firmware from C(ibstat.txt)'s C(Firmware version), the
+    RDMA stack from an optional C(ofed_info.txt) (C(ofed_info -s)) and the kernel from the kernel
+    log's C(Linux version) boot line; NCCL is not captured. A field that cannot be read is null.
 requirements:
   - C(nvidia-smi) (the NVIDIA driver) on the node; without it every GPU check fails with the tool's message
   - C(dcgmi) (NVIDIA DCGM, its host engine running) for the DCGM diagnostic, only when O(dcgm_diag_level) is
@@ -129,6 +139,7 @@ options:
     elements: int
     default: []
   kernel_allow:
+    version_added: 0.5.0
     description:
       - Regular expressions (Python C(re), searched anywhere in the line); a kernel log line that
         matches one is never a finding, not even an Xid. For known noise, for example
@@ -138,6 +149,7 @@ options:
     elements: str
     default: []
   kernel_deny:
+    version_added: 0.5.0
     description:
       - Regular expressions; a kernel log line that matches one (and no O(kernel_allow) entry) fails
         C(kernel_errors), even without an Xid. For faults the catalogue does not know, for example
@@ -208,6 +220,7 @@ options:
     type: bool
     default: true
   fabric_error_thresholds:
+    version_added: 0.5.0
     description:
       - Per RDMA port counter, the most growth allowed in O(fabric_window) before C(fabric_errors)
         (or, for C(link_downed), C(link_flaps)) warns or fails; V(null) reads the counter without
@@ -229,19 +242,23 @@ options:
     type: dict
     default: {}
   fabric_window:
+    version_added: 0.5.0
     description:
       - Seconds of counter history C(fabric_errors) and C(link_flaps) judge. V(0) judges the growth
         since boot. The default is AzNHC's link-flap window, a day.
     type: int
     default: 86400
   fabric_state_file:
+    version_added: 0.5.0
     description:
       - A JSON file on the node holding earlier counter snapshots (time, boot id, counters of this
         boot, pruned to the window). Created with its directory when missing; a file that cannot be
         read is started again. Not set, nothing is written and every run counts from boot.
     type: path
   sysfs_root:
-    description: Root under which C(sys/) and C(proc/driver/nvidia) are read (a simulated tree in the sandbox).
+    description:
+      - Root under which C(sys/), C(proc/driver/nvidia) and the library directories searched for
+        C(libnccl.so.X.Y.Z) are read (a simulated tree in the sandbox).
     type: path
     default: /
   capture_dir:
@@ -436,6 +453,69 @@ kernel_findings:
        last_seen: 14387.2, clock: boot, status: fail, severity: do-not-allocate, action: reboot the node,
        meaning: "GPU has fallen off the bus (no Xid: the driver lost it, often at probe time)", label: fatal,
        message: "fallen off the bus and is not responding to commands."}
+fingerprint:
+  description:
+    - The node's versions, as the fleet view of M(raygate.cluster.health_report) compares them.
+      A field that could not be read is null; the set-valued ones are sorted lists of the distinct values.
+  returned: always
+  type: dict
+  version_added: 0.5.0
+  contains:
+    gpu_model:
+      description: The distinct GPU product names.
+      type: list
+      elements: str
+      returned: always
+      sample: [NVIDIA H100 80GB HBM3]
+    gpu_count:
+      description: How many GPUs C(nvidia-smi) listed.
+      type: int
+      returned: always
+      sample: 8
+    driver:
+      description: The driver version.
+      type: str
+      returned: always
+      sample: 550.90.07
+    cuda:
+      description: The CUDA version the driver reports.
+      type: str
+      returned: always
+      sample: "12.4"
+    vbios:
+      description: The distinct VBIOS versions of the GPUs.
+      type: list
+      elements: str
+      returned: always
+      sample: [96.00.74.00.0D]
+    pcie_link:
+      description: The distinct PCIe link widths of the GPUs, as C(x<current>/x<max>).
+      type: list
+      elements: str
+      returned: always
+      sample: [x16/x16]
+    hca_firmware:
+      description: The distinct firmware versions of the RDMA adapters.
+      type: list
+      elements: str
+      returned: always
+      sample: [28.39.1002]
+    rdma_stack:
+      description: C(ofed_info -s) without its colon, or C(rdma-core <package version>).
+      type: str
+      returned: always
+      sample: MLNX_OFED_LINUX-23.10-0.5.5.0
+    nccl:
+      description: The distinct versions of the C(libnccl.so.X.Y.Z) files found.
+      type: list
+      elements: str
+      returned: always
+      sample: [2.21.5]
+    kernel:
+      description: The kernel release.
+      type: str
+      returned: always
+      sample: 6.1.0-18-amd64
 fabric:
   description: >-
     The RDMA fabric found (C(fabric), C(active_ports), C(down_ports), C(rate_gbps), C(warnings)),
@@ -461,6 +541,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
 from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
+from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
@@ -472,6 +553,7 @@ CAPTURE_FILES = {
     "dcgm": "dcgmi-diag.json",
     "ibstat": "ibstat.txt",
     "fi_info": "fi_info.txt",
+    "ofed_info": "ofed_info.txt",
 }
 KERNEL_LOG_MODES = ("auto", "journal", "dmesg")
 JOURNAL_ARGS = ["-k", "-b", "--no-pager", "-o", "short-monotonic"]
@@ -561,6 +643,18 @@ def judge_kernel_log(ev, text, params, now, newest):
     window = params["xid_window"]
     for key in ("xids", "sxids", "nvrm", "denied"):
         ev[key] = gc.events_in_window(parsed[key], window, newest["wall"], newest["boot"])
+
+
+def _kernel_banner(path):
+    """The kernel release of a captured kernel log's boot line, reading no further than it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if "Linux version" in line:
+                    return fp.kernel_from_log(line)
+    except OSError:
+        pass
+    return None
 
 
 def _window_scope(label, window):
@@ -733,6 +827,8 @@ class Live:
         label = self.kernel(ev)
         self.dcgm(ev)
         self.fabric(ev)
+        found = fp.read_live(self.runner, self.p["sysfs_root"], rdma=self.p["fabric"] != "none")
+        ev["fingerprint"] = fp.build(ev.get("nvsmi"), kernel=_kernel_release(), **found)
         return ev, label
 
 
@@ -780,7 +876,21 @@ class Capture:
             # A capture has no GID tables: detect's RoCE GID warning would be noise here.
             found["warnings"] = [w for w in found["warnings"] if "NCCL_IB_GID_INDEX" not in w]
             ev["fabric"] = found
+        ofed, _e3 = self.file(CAPTURE_FILES["ofed_info"])
+        ev["fingerprint"] = fp.build(
+            ev.get("nvsmi"),
+            hca_firmware=fp.hca_firmware_from_ibstat(ibstat),
+            rdma_stack=fp.parse_ofed_info(ofed),
+            kernel=self.kernel_release(),
+        )
         return ev, label
+
+    def kernel_release(self):
+        for name in CAPTURE_FILES["kernel"]:
+            path = os.path.join(self.dir, name)
+            if os.path.isfile(path):
+                return _kernel_banner(path)
+        return None
 
     def kernel(self, ev):
         for name in CAPTURE_FILES["kernel"]:
@@ -926,6 +1036,7 @@ def main():
         kernel_findings=findings,
         fabric=fabric_summary(evidence.get("fabric")),
         fabric_counters=fc.summary(evidence.get("fabric_counters")),
+        fingerprint=evidence.get("fingerprint") or fp.empty(),
         **gc.summarize(results),
         **extra,
     )

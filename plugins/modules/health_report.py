@@ -18,16 +18,48 @@ description:
     V(pass); skipped checks do not count. A node given with O(nodes[].status=skipped) is a
     running member that was not re-checked; its verdict is V(skipped) and it counts as healthy.
     A checked node without any check result fails (check V(checks)).
+  - Every failing or warning check carries a C(severity) - V(do-not-allocate) (never give the node
+    to a job), V(degraded) (usable, fix it soon) or V(info) - and an C(action), the recommended
+    remedy. Checks that come without them get the status's default severity (V(do-not-allocate)
+    for a failure, V(degraded) for a warning) and the action of a built-in table keyed by check
+    name. A node's C(severity) is the worst of its checks'.
+  - B(Fleet view.) The nodes' O(nodes[].fingerprint)s (M(raygate.cluster.gpu_health)'s) are counted
+    per field into a table - each distinct value, how many nodes have it and which. A node that
+    differs from O(fleet_expect) on a pinned field, or else from the fleet's majority (a value more
+    than half of the reporting nodes share), gets a C(fleet_drift) check (source C(health_report))
+    whose status is O(fleet_drift). A tie or a mere plurality is no majority, so a fleet of two
+    that disagrees, or one split evenly, blames no node; the table marks the field as having no
+    majority, and pinning the intended value in O(fleet_expect) resolves it. A field a node could
+    not read is shown, not judged.
+  - B(Circuit breaker.) After NVSentinel's, which stops cordoning past a share of nodes in a time
+    window - when more than O(breaker_threshold) percent of the nodes checked on this run are left
+    out by their verdicts, the breaker trips - a common cause (a bad driver or firmware roll-out,
+    a fabric-wide outage, a check wrong for this fleet) is likelier than that many broken nodes.
+    Then nobody is left out - RV(healthy) lists every node and RV(unhealthy) is empty, so the role
+    evicts nobody - RV(breaker_tripped) is true, RV(ok) is false, and RV(message) names the share
+    of failed nodes and the likely causes (checks every failed node fails, versions every failed
+    node runs and no passing node does). Nodes that did not answer or whose steps failed
+    (O(nodes[].status) V(unreachable) or V(failed)) count as checked and failed; running members
+    not re-checked (V(skipped)) do not count. With fewer than O(breaker_min_nodes) checked nodes the
+    breaker does not judge.
   - Writes into O(dest)/O(run_id)/ the files C(report.json) (everything, with the thresholds as
-    carried in the checks and ISO 8601 UTC times), C(report.md) (a summary table, then one table
-    of checks per node), C(junit.xml) (one C(testsuite) per node, one C(testcase) with classname
+    carried in the checks, the fleet view, the breaker's state and ISO 8601 UTC times),
+    C(report.md) (the decision and the breaker, a summary table with each node's worst severity,
+    the fleet's versions, then one table of checks per node with their severity and action),
+    C(junit.xml) (one C(testsuite) per node, one C(testcase) with classname
     C(raygate.health.<host>) per check; fail is a failure, warn passes with C(system-out), skip is
-    skipped) and C(healthy_hosts.txt) (one host per line).
+    skipped; a failing or warning case carries C(severity) and C(action) in its text and as
+    C(properties)) and C(healthy_hosts.txt) (one host per line).
   - Returns one Prometheus textfile per checked node in RV(textfiles) (node_exporter textfile
     collector format) for the role to place on the node. Metrics, all gauges -
-    C(raygate_health_node_healthy{host,role}) 1 or 0;
+    C(raygate_health_node_healthy{host,role}) 1 when the node passed, else 0;
+    C(raygate_health_node_severity{host}) its worst severity, 3 do-not-allocate, 2 degraded, 1 info, 0 none;
     C(raygate_health_check_status{host,check,source}) 0 pass, 1 warn, 2 fail, -1 skip;
+    C(raygate_health_check_severity{host,check,source,severity,action}) for failing and warning
+    checks, the severity as 3, 2 or 1;
     C(raygate_health_check_value{host,check,source}) the measured value, for numeric values only;
+    C(raygate_health_fingerprint_info{host,driver,vbios,...}) 1, one label per fingerprint field read;
+    C(raygate_health_breaker_tripped{host}) 1 when the breaker tripped on this run;
     C(raygate_health_checked_at_seconds{host}) and C(raygate_health_valid_until_seconds{host}) Unix times.
   - It never fails for an unhealthy cluster (the caller shows RV(summary), then fails on RV(ok));
     it fails on malformed arguments.
@@ -89,6 +121,13 @@ options:
         type: list
         elements: dict
         default: []
+      fingerprint:
+        description:
+          - The node's versions, as M(raygate.cluster.gpu_health) returns them in C(fingerprint)
+            (C(gpu_model), C(gpu_count), C(driver), C(cuda), C(vbios), C(pcie_link), C(hca_firmware),
+            C(rdma_stack), C(nccl), C(kernel)); other keys are ignored. Only a V(checked) node's is used.
+        type: dict
+        version_added: 0.5.0
   left_hosts:
     description:
       - Inventory hosts that left the run before the gate (they did not answer, or a step failed
@@ -112,6 +151,7 @@ options:
         C(raygate_nccl_pairs.nodes), keyed by C(raygate_gate_address) (source V(nccl_pairs)); a
         skipped task adds none. A host with C(raygate_gate_pair_candidate) true but no entry there
         gets a skipped V(nccl_pairs) check saying no other node was there to test the network with.
+      - Its fingerprint is C(raygate_gpu_health.fingerprint).
       - Its role is V(head) for O(head), else V(worker).
       - When O(head) is neither in O(hosts) nor in O(left_hosts) (it is outside this run, for
         example with C(--limit)), it is reported V(skipped) as not re-checked, at O(head_address).
@@ -155,6 +195,48 @@ options:
     description: Write the report files. V(false) only decides and returns.
     type: bool
     default: true
+  fleet_drift:
+    description:
+      - The status of the C(fleet_drift) check of a node whose versions differ from O(fleet_expect) or
+        the fleet's majority - V(warn) (severity V(degraded)), V(fail) (severity V(do-not-allocate), so
+        the node is left out) - or V(off) (no C(fleet_drift) check; the fleet table is still made).
+    type: str
+    default: warn
+    choices: [warn, fail, "off"]
+    version_added: 0.5.0
+  fleet_expect:
+    description:
+      - Pinned versions, by fingerprint field (C(driver), C(cuda), C(vbios), C(hca_firmware),
+        C(rdma_stack), C(nccl), C(kernel), C(gpu_model), C(gpu_count), C(pcie_link)), each one value or
+        a list of accepted ones. A value matches exactly or as a prefix ending at a dot (V("550")
+        matches V(550.90.07)); a set field (C(vbios), C(hca_firmware), ...) matches when every one of
+        the node's values does. A pinned field is judged against the pin, not the majority.
+      - An unknown field fails the task.
+    type: dict
+    default: {}
+    version_added: 0.5.0
+  breaker_threshold:
+    description:
+      - The circuit breaker trips when more than this percentage (0 to 100) of the checked nodes fail.
+        V(0) turns the breaker off (V(100) never trips either).
+    type: int
+    default: 50
+    version_added: 0.5.0
+  breaker_min_nodes:
+    description:
+      - The fewest checked nodes (unreachable and failed ones included) for the breaker to judge. With
+        one or two nodes, a share says nothing about a common cause (one bad node of two is 50 percent),
+        so by default a fleet of one or two never trips it. V(1) lets even a lone node trip it.
+    type: int
+    default: 3
+    version_added: 0.5.0
+notes:
+  - The messages name the raygate role's variables (C(raygate_health_fleet_expect),
+    C(raygate_health_breaker_threshold), C(raygate_health_breaker_min_nodes)), which set these options.
+seealso:
+  - name: NVSentinel circuit breaker
+    description: The fault-quarantine breaker raygate's follows.
+    link: https://docs.nvidia.com/nvsentinel/components/circuit-breaker.html
 """
 
 EXAMPLES = r"""
@@ -195,17 +277,41 @@ EXAMPLES = r"""
     msg: "{{ raygate_health.message }}"
   when: not raygate_health.ok
   run_once: true
+
+- name: Decide the gate, pinning the fleet's driver and failing nodes that drift from it
+  raygate.cluster.health_report:
+    hosts: "{{ ansible_play_hosts }}"
+    head: "{{ raygate_head_host }}"
+    fleet_drift: fail
+    fleet_expect:
+      driver: "550.90"
+      vbios: 96.00.74.00.0D
+    # Stop, evicting nobody, when more than a third of the nodes fail at once.
+    breaker_threshold: 33
+  delegate_to: localhost
+  run_once: true
+  register: raygate_health
+
+- name: Stop instead of evicting when the circuit breaker tripped
+  ansible.builtin.fail:
+    msg: "{{ raygate_health.message }}"
+  when: raygate_health.breaker_tripped
+  run_once: true
 """
 
 RETURN = r"""
 healthy:
-  description: Healthy hosts (skipped nodes included), in the order of O(nodes) or O(hosts).
+  description:
+    - Healthy hosts (skipped nodes included), in the order of O(nodes) or O(hosts).
+    - When the circuit breaker tripped, every host (nobody is left out).
   returned: always
   type: list
   elements: str
   sample: [node1, node2]
 unhealthy:
-  description: "Unhealthy hosts with their reasons, each as C(check: detail)."
+  description:
+    - "Unhealthy hosts with their reasons, each as C(check: detail): the hosts the gate leaves out."
+    - Empty when the circuit breaker tripped (RV(breaker.failed_hosts) names the failed ones).
   returned: always
   type: dict
   sample: {node3: ["xid: Xid 79 on GPU 3"]}
@@ -225,7 +331,7 @@ enough:
   type: bool
   sample: true
 ok:
-  description: RV(head_healthy) and RV(enough).
+  description: RV(head_healthy) and RV(enough), and the circuit breaker did not trip.
   returned: always
   type: bool
   sample: true
@@ -234,6 +340,112 @@ message:
   returned: always
   type: str
   sample: "health gate failed: 1 healthy of 3, need 2"
+severities:
+  description: Each host with a failing or warning check, with the worst severity among them.
+  returned: always
+  type: dict
+  sample: {node3: do-not-allocate, node2: degraded}
+  version_added: 0.5.0
+breaker_tripped:
+  description: Whether the circuit breaker tripped; the play should then stop instead of evicting.
+  returned: always
+  type: bool
+  sample: false
+  version_added: 0.5.0
+breaker:
+  description: The circuit breaker's state.
+  returned: always
+  type: dict
+  version_added: 0.5.0
+  contains:
+    tripped:
+      description: Same as RV(breaker_tripped).
+      type: bool
+      returned: always
+      sample: true
+    threshold:
+      description: O(breaker_threshold).
+      type: int
+      returned: always
+      sample: 50
+    min_nodes:
+      description: O(breaker_min_nodes).
+      type: int
+      returned: always
+      sample: 3
+    checked:
+      description: Nodes checked on this run (unreachable and failed ones included, skipped ones not).
+      type: int
+      returned: always
+      sample: 4
+    failed:
+      description: How many of them failed (their verdict leaves them out).
+      type: int
+      returned: always
+      sample: 3
+    share:
+      description: RV(breaker.failed) as a percentage of RV(breaker.checked), one decimal.
+      type: float
+      returned: always
+      sample: 75.0
+    failed_hosts:
+      description: The failed hosts.
+      type: list
+      elements: str
+      returned: always
+      sample: [node2, node3, node4]
+    causes:
+      description: The likely causes, most specific first (empty unless it tripped).
+      type: list
+      elements: str
+      returned: always
+      sample:
+        - "all 3 failing nodes fail nccl_pair_transport: a fabric-wide outage (switch, subnet manager, RDMA stack)"
+    detail:
+      description: The counts and the decision in words.
+      type: str
+      returned: always
+      sample: "3 of 4 checked nodes failed (75%), more than raygate_health_breaker_threshold 50%"
+fleet:
+  description: The fleet view.
+  returned: always
+  type: dict
+  version_added: 0.5.0
+  contains:
+    nodes:
+      description: How many nodes reported a fingerprint.
+      type: int
+      returned: always
+      sample: 4
+    mode:
+      description: O(fleet_drift).
+      type: str
+      returned: always
+      sample: warn
+    fields:
+      description:
+        - "Per fingerprint field: C(values) (each C({value, count, hosts}), most common first, a null
+          value - not read - last), C(majority) (the value more than half of the reporting nodes share,
+          or null), C(expected) (the pinned values, or null) and C(split) (several values, no pin and
+          no majority)."
+      type: dict
+      returned: always
+      sample:
+        driver:
+          values:
+            - {value: 550.90.07, count: 3, hosts: [node1, node2, node3]}
+            - {value: 535.161.08, count: 1, hosts: [node4]}
+          majority: 550.90.07
+          expected: null
+          split: false
+    drift:
+      description: "Each drifting host with its differences: C({field, value, expected, reference}) (reference
+        V(pinned) or V(majority))."
+      type: dict
+      returned: always
+      sample:
+        node4:
+          - {field: driver, value: 535.161.08, expected: 550.90.07, reference: majority, count: 3, reporting: 4}
 run_id:
   description: The report's subdirectory name.
   returned: always

@@ -188,12 +188,14 @@ options:
     type: int
     default: 2
   sysfs_root:
+    version_added: 0.5.0
     description:
       - Root under which C(sys/class/infiniband) is read for C(nccl_fabric_errors) (a simulated tree in
         the sandbox). Only with O(mode=single), when a test runs.
     type: path
     default: /
   fabric_error_thresholds:
+    version_added: 0.5.0
     description:
       - The same per-counter limits as M(raygate.cluster.gpu_health)'s option of that name. Here a
         counter counted in errors breaches on any growth during the test; one judged as a rate per

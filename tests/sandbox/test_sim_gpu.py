@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,11 +21,12 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.raygate.cluster.plugins.module_utils import (
     fabric,
     fabric_counters,
+    fingerprint,
     gpu_checks,
     gpu_parsers,
     nccl_parsers,
 )
-from ansible_collections.raygate.cluster.plugins.modules import nccl_test
+from ansible_collections.raygate.cluster.plugins.modules import gpu_health, nccl_test
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(HERE, "sim")
@@ -355,6 +357,9 @@ def test_bad_options_fail_like_the_tools(sim):
         ({"faults": [{"type": "sxid", "switch": 4}]}, "bad switch 4"),
         ({"faults": [{"type": "sxid", "sxid": 79}]}, "bad sxid 79"),
         ({"colour": "green"}, "unknown gpu keys"),
+        ({"vbios": "96.00"}, "gpu.vbios"),
+        ({"vbios": {"8": "96.00.99.00.01"}}, "no GPU '8'"),
+        ({"nccl": "2.21"}, "gpu.nccl"),
     ],
 )
 def test_bad_gpu_scenarios_change_nothing(sim, bad, message):
@@ -373,7 +378,8 @@ def test_build_keeps_the_fabric_tree_and_replaces_gpu_files(sim):
     root = sim.build()
     assert sorted(os.listdir(root / "sys" / "class" / "infiniband")) == ["rdmap16s0", "rdmap21s0"]
     assert (root / "sys" / "module" / "nvidia_peermem" / "initstate").read_text() == "live\n"
-    assert sorted(os.listdir(root)) == ["proc", "sys", "var"]
+    assert sorted(os.listdir(root)) == ["proc", "sys", "usr", "var"]
+    assert os.listdir(root / "usr" / "lib" / "x86_64-linux-gnu") == ["libnccl.so.2.21.5"]
     kern = (root / "var" / "log" / "kern.log").read_text()
     xids = gpu_parsers.parse_xids(kern)
     assert [(x["xid"], x["pci"], x["clock"]) for x in xids] == [(48, "0000:2a:00", "boot")]
@@ -570,6 +576,126 @@ def test_nccl_test_blames_the_port_whose_counter_grew_during_the_run(sim, monkey
     assert blame["detail"].startswith("mlx5_5:1 link_downed +1 (max 4) during the "), blame
     assert "mlx5_5 port 1" in blame["action"]
     assert result["healthy"] is False
+
+
+# ----------------------------------------------------------------- firmware drift, fingerprint
+
+DRIFTED = {
+    "gpu": {"driver": "535.161.08", "vbios": {"2": "96.00.99.00.01"}, "nccl": "2.18.3"},
+    "fabric": {"type": "ib", "firmware": {"5": "28.41.1000"}},
+}
+
+
+class ModuleExit(Exception):
+    pass
+
+
+def run_gpu_health(sim, monkeypatch, args):
+    """gpu_health's main() against the simulated tools, found on a PATH of only what they need."""
+    bin_dir = sim.tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tools = {"nvidia-smi": os.path.join(SIM_DIR, "bin", "nvidia-smi"), "ibstat": os.path.join(SIM_DIR, "bin", "ibstat")}
+    tools.update({name: shutil.which(name) for name in ("bash", "dirname", "readlink")}, python3=sys.executable)
+    for name, target in tools.items():
+        if not (bin_dir / name).exists():
+            (bin_dir / name).symlink_to(target)
+    for key, value in sim.env({"PATH": str(bin_dir), "RAYGATE_SIM_ROOT": str(sim.tmp / "root")}).items():
+        monkeypatch.setenv(key, value)
+    answers = []
+
+    def exit_json(self, **kwargs):
+        answers.append(kwargs)
+        raise ModuleExit()
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, msg, **kw: pytest.fail(msg))
+    with patch_module_args(args), pytest.raises(ModuleExit):
+        gpu_health.main()
+    return answers[0]
+
+
+def live_args(root):
+    return {
+        "expected_gpus": 8,
+        "fabric": "ib",
+        "sysfs_root": str(root),
+        "kernel_log": str(root / "var" / "log" / "kern.log"),
+        "require_gdr": False,
+    }
+
+
+def test_firmware_drift_shows_in_the_live_fingerprint(sim, monkeypatch):
+    root = sim.build()
+    healthy = run_gpu_health(sim, monkeypatch, live_args(root))
+    assert healthy["verdict"] == "pass", healthy["reasons"]
+    sim.scenario(DRIFTED)
+    sim.build(root)
+    drifted = run_gpu_health(sim, monkeypatch, live_args(root))
+    # Firmware drift alone is no fault: the node still passes every check of its own.
+    assert drifted["verdict"] == "pass", drifted["reasons"]
+    before, after = healthy["fingerprint"], drifted["fingerprint"]
+    assert (before["driver"], before["vbios"], before["hca_firmware"], before["nccl"]) == (
+        "550.90.07",
+        ["96.00.74.00.0D"],
+        ["28.39.1002"],
+        ["2.21.5"],
+    )
+    assert (after["driver"], after["vbios"], after["hca_firmware"], after["nccl"]) == (
+        "535.161.08",
+        ["96.00.74.00.0D", "96.00.99.00.01"],
+        ["28.39.1002", "28.41.1000"],
+        ["2.18.3"],
+    )
+    differ = [f for f in fingerprint.FIELDS if fingerprint.text(before[f]) != fingerprint.text(after[f])]
+    assert differ == ["driver", "vbios", "hca_firmware", "nccl"]
+    assert after["gpu_count"] == 8 and after["pcie_link"] == ["x16/x16"]
+
+
+def test_firmware_drift_shows_in_a_captured_fingerprint(sim, monkeypatch):
+    sim.scenario(DRIFTED)
+    root = sim.build()
+    cap = sim.tmp / "cap"
+    cap.mkdir()
+    (cap / "nvidia-smi.xml").write_text(sim.ok("nvidia-smi", "-q", "-x"))
+    env = sim.env({"RAYGATE_SIM_ROOT": str(root)})
+    cmd = [sys.executable, "-B", RAYGATE_SIM, "tool", "ibstat", "ibstat"]
+    ibstat = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    (cap / "ibstat.txt").write_text(ibstat.stdout)
+    (cap / "kern.log").write_text((root / "var" / "log" / "kern.log").read_text())
+    found = run_gpu_health(sim, monkeypatch, {"capture_dir": str(cap)})["fingerprint"]
+    assert found["driver"] == "535.161.08"
+    assert found["vbios"] == ["96.00.74.00.0D", "96.00.99.00.01"]
+    assert found["hca_firmware"] == ["28.39.1002", "28.41.1000"]
+    # The simulated boot banner names the kernel the host runs; NCCL is not captured.
+    assert found["kernel"] == os.uname().release and found["nccl"] is None
+
+
+def test_hca_firmware_scenario_reaches_sysfs_ibstat_and_ibv_devinfo(sim):
+    sim.scenario({"fabric": {"type": "roce", "devices": 2, "firmware": "28.41.1000"}})
+    root = sim.build()
+    assert (root / "sys" / "class" / "infiniband" / "mlx5_1" / "fw_ver").read_text().strip() == "28.41.1000"
+    env = sim.env({"RAYGATE_SIM_ROOT": str(root)})
+    for tool, needle in (("ibstat", "Firmware version: 28.41.1000"), ("ibv_devinfo", "fw_ver:\t\t\t\t28.41.1000")):
+        out = subprocess.run(
+            [sys.executable, "-B", RAYGATE_SIM, "tool", tool, tool], capture_output=True, text=True, env=env, check=True
+        )
+        assert out.stdout.count(needle) == 2, out.stdout
+
+
+@pytest.mark.parametrize(
+    "fabric, message",
+    [
+        ({"type": "efa", "firmware": "28.41.1000"}, "not of efa"),
+        ({"type": "ib", "firmware": {"8": "28.41.1000"}}, "no device '8'"),
+        ({"type": "ib", "firmware": "28.41"}, "does not look like"),
+    ],
+)
+def test_bad_hca_firmware_scenarios_are_refused(sim, fabric, message):
+    sim.scenario({"fabric": fabric})
+    cmd = [sys.executable, "-B", RAYGATE_SIM, "build", "--scenario", str(sim.tmp / "scenario.json")]
+    cmd += ["--root", str(sim.tmp / "r")]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=sim.env(), check=False)
+    assert result.returncode != 0 and message in result.stderr
 
 
 # ---------------------------------------------------------------------------- nccl-tests

@@ -12,8 +12,11 @@ host name), and return at once:
 
 ``build`` (called by raygate_sim.py, or ``gpu_sim.py build``) writes what is not a tool: the
 kernel log with the scenario's Xid, Xid-less driver error and NVSwitch SXid lines,
-``<root>/proc/driver/nvidia/version`` and
-``<root>/sys/module/nvidia_peermem``. mpirun reads the other hosts' scenarios from
+``<root>/proc/driver/nvidia/version``, ``<root>/sys/module/nvidia_peermem`` and an empty
+``<root>/usr/lib/x86_64-linux-gnu/libnccl.so.<gpu.nccl>``.
+Firmware drift: ``gpu.vbios`` (one version for every GPU, or ``{"<index>": version}``), ``gpu.driver``
+and ``gpu.nccl`` change what this node reports; raygate_sim.py's ``fabric.firmware`` does the same
+for the HCAs. mpirun reads the other hosts' scenarios from
 ``$RAYGATE_SIM_SCENARIOS_DIR`` (default /usr/local/lib/raygate-sim/scenarios, published there by
 ``sandbox.sh scenario``) as ``<address>.json`` or ``<hostname>.json``; a missing one is healthy.
 
@@ -51,6 +54,7 @@ HOSTS_ENV = "RAYGATE_SIM_HOSTS_FILE"
 EPOCH_ENV = "RAYGATE_SIM_EPOCH"
 
 NCCL_VERSION = "2.21.5"
+NCCL_LIB_DIR = "usr/lib/x86_64-linux-gnu"
 DCGM_VERSION = "3.3.7"
 NVLINKS = 18
 NVLINK_SPEED = "26.562 GB/s"
@@ -91,7 +95,20 @@ MODELS = {
         "single_busbw": (470.0, 485.0),
     },
 }
-DEFAULT_GPU = {"model": "H100", "count": 8, "driver": "550.90.07", "cuda": "12.4", "nvswitch": True, "faults": []}
+DEFAULT_GPU = {
+    "model": "H100",
+    "count": 8,
+    "driver": "550.90.07",
+    "cuda": "12.4",
+    "nvswitch": True,
+    "faults": [],
+    # Firmware drift: a VBIOS version for every GPU ("96.00.99.00.01"), or {"<gpu index>": version}
+    # for some of them; the others keep their model's. null: the model's for all.
+    "vbios": None,
+    # The NCCL version the node's library file and NCCL's INFO banner show.
+    "nccl": NCCL_VERSION,
+}
+_VBIOS_RE = re.compile(r"^[0-9A-Fa-f]{2}(\.[0-9A-Fa-f]{2}){4}$")
 MAX_GPUS = len(BUS_IDS)
 
 # Fault type -> {key: default}; "gpu" is a GPU index. Validated by normalize_gpu().
@@ -216,6 +233,25 @@ def _fault(raw, index, count):
     return fault
 
 
+def _vbios_map(value, count):
+    """``gpu.vbios`` as {GPU index: version} (empty: every GPU keeps its model's)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = dict((str(i), value) for i in range(count))
+    if not isinstance(value, dict):
+        raise GpuScenarioError("gpu.vbios must be a version string or an object of GPU index to version")
+    out = {}
+    for key, version in value.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() else key
+        if not (_is_int(index) and 0 <= index < count):
+            raise GpuScenarioError("gpu.vbios: no GPU %r (there are %d)" % (key, count))
+        if not isinstance(version, str) or not _VBIOS_RE.match(version):
+            raise GpuScenarioError("gpu.vbios: %r does not look like 96.00.74.00.0D" % (version,))
+        out[index] = version
+    return out
+
+
 def normalize_gpu(gpu):
     """The scenario's ``gpu`` with defaults filled in; GpuScenarioError (a ValueError) when invalid."""
     if gpu is None:
@@ -237,6 +273,9 @@ def normalize_gpu(gpu):
         raise GpuScenarioError("gpu.cuda must look like 12.4")
     if not isinstance(out["nvswitch"], bool):
         raise GpuScenarioError("gpu.nvswitch must be true or false")
+    out["vbios"] = _vbios_map(out["vbios"], out["count"])
+    if not isinstance(out["nccl"], str) or not re.match(r"^\d+\.\d+\.\d+$", out["nccl"]):
+        raise GpuScenarioError("gpu.nccl must look like 2.21.5")
     if not isinstance(out["faults"], list):
         raise GpuScenarioError("gpu.faults must be a list")
     if out["model"] == "none" and out["faults"]:
@@ -338,6 +377,7 @@ def model_gpus(host, gpu):
                 "bus_id": "00000000:%02X:00.0" % bus,
                 "name": spec["name"],
                 "spec": spec,
+                "vbios": gpu["vbios"].get(i, spec["vbios"]),
                 "uuid": _uuid(host, i),
                 "serial": "1650124%06d" % int(_rand(host, "serial", i) * 1000000),
                 "module_id": MODULE_IDS[i],
@@ -476,7 +516,7 @@ def _gpu_xml(g, gpu):
             _x("serial", g["serial"]),
             _x("uuid", g["uuid"]),
             _x("minor_number", g["index"]),
-            _x("vbios_version", spec["vbios"]),
+            _x("vbios_version", g["vbios"]),
             _x("multigpu_board", "No"),
             _x("board_id", "0x%x" % (g["bus"] << 8)),
             _x("board_part_number", spec["board_part"]),
@@ -702,7 +742,7 @@ def _query_fields():
         "pcie.link.width.max": (None, lambda g, c: g["pcie"]["width_max"]),
         "index": (None, lambda g, c: g["index"]),
         "persistence_mode": (None, lambda g, c: "Enabled" if g["persistence"] else "Disabled"),
-        "vbios_version": (None, lambda g, c: g["spec"]["vbios"]),
+        "vbios_version": (None, lambda g, c: g["vbios"]),
         "pstate": (None, lambda g, c: "P0"),
         "memory.total": ("MiB", lambda g, c: g["spec"]["mem_mib"]),
         "memory.reserved": ("MiB", lambda g, c: g["spec"]["reserved_mib"]),
@@ -1657,7 +1697,7 @@ def nccl_info(job, network, why, gdr, log):
             say(r, "Bootstrap : Using eth0:%s<0>" % r["host"]["address"])
             say(r, "cudaDriverVersion %d" % cuda_code)
             if r["rank"] == 0:
-                say(r, "NCCL version %s+cuda%s" % (NCCL_VERSION, job["hosts"][0]["gpu"]["cuda"]))
+                say(r, "NCCL version %s+cuda%s" % (job["hosts"][0]["gpu"]["nccl"], job["hosts"][0]["gpu"]["cuda"]))
             for text in _net_lines(r, network, why):
                 say(r, text)
         say(r, "Using network %s" % network)
@@ -2401,6 +2441,23 @@ def driver_version_text(gpu, gdr):
     )
 
 
+def _nccl_library(root, version):
+    """An empty ``libnccl.so.<version>`` where the distribution package puts it (the name is all a
+    reader of the version looks at); older ones go. None: no NCCL library."""
+    lib_dir = os.path.join(root, NCCL_LIB_DIR)
+    try:
+        old = [n for n in os.listdir(lib_dir) if n.startswith("libnccl.so.")]
+    except OSError:
+        old = []
+    for name in old:
+        os.unlink(os.path.join(lib_dir, name))
+    if version is None:
+        return []
+    path = os.path.join(lib_dir, "libnccl.so.%s" % version)
+    _write_atomic(path, "")
+    return [path]
+
+
 def build(root, scenario, host=None, kern_log_file=None):
     """Write the GPU artifacts of ``scenario`` under ``root`` and the kernel log; returns their paths.
 
@@ -2427,6 +2484,7 @@ def build(root, scenario, host=None, kern_log_file=None):
         shutil.rmtree(peermem, ignore_errors=True)
     if gpu["model"] == "none":
         shutil.rmtree(os.path.join(root, "sys", "module", "nvidia"), ignore_errors=True)
+    written += _nccl_library(root, None if gpu["model"] == "none" else gpu["nccl"])
     log = kern_log_file or kern_log_path(root)
     _write_atomic(log, kern_log(host, gpu), 0o640)
     written.append(log)

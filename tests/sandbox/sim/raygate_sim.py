@@ -19,7 +19,9 @@ Scenario ``fabric``: ``{"type": "ib"|"roce"|"efa"|"none", "devices": N, "rate": 
 "down": [device indexes whose port 1 is down], "eth_devices": M, "eth_down": [...]}``.
 Defaults per type: ib and roce 8 x 400 Gb/s (an H100 node with ConnectX-7), efa 32 x 100
 Gb/s (p5.48xlarge). ``eth_devices`` adds Ethernet-mode ConnectX-6 Dx devices (100 Gb/s,
-RoCE-capable) after the main ones, as front-end NICs on a GPU node.
+RoCE-capable) after the main ones, as front-end NICs on a GPU node. ``firmware`` (firmware drift)
+is the ConnectX firmware version of every main ib/roce device (default 28.39.1002), or
+``{"<device index>": version}`` for some of them; sysfs' ``fw_ver``, ibstat and ibv_devinfo show it.
 
 Port counters: every port gets the kernel's files, ``ports/1/counters/`` (the PMA PortCounters,
 InfiniBand and RoCE) and ``ports/1/hw_counters/`` (mlx5's transport counters, RoCE's congestion
@@ -35,6 +37,7 @@ Only stdlib; runs on the node's python3.
 import getopt
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -55,7 +58,9 @@ DEFAULT_FABRIC = {
     "eth_down": [],
     "counters": {},
     "grow_in_test": {},
+    "firmware": None,
 }
+HCA_FIRMWARE = "28.39.1002"
 TYPE_DEFAULTS = {
     "ib": {"devices": 8, "rate": 400},
     "roce": {"devices": 8, "rate": 400},
@@ -276,7 +281,32 @@ def normalize_fabric(fabric):
         "eth_down": _int_list(fabric.get("eth_down", []), "eth_down", eth),
         "counters": _counter_map(fabric.get("counters", {}), "counters", kind, devices, eth),
         "grow_in_test": _counter_map(fabric.get("grow_in_test", {}), "grow_in_test", kind, devices, eth),
+        "firmware": _firmware_map(fabric.get("firmware"), devices, kind),
     }
+
+
+def _firmware_map(value, devices, kind):
+    """``fabric.firmware`` as {device index: version} (empty: every device has HCA_FIRMWARE).
+
+    Takes its own output too (int keys), as normalize_fabric does.
+    """
+    if value is None or value == {}:
+        return {}
+    if kind not in ("ib", "roce"):
+        raise ScenarioError("fabric.firmware is the ConnectX firmware of ib and roce devices, not of %s" % kind)
+    if isinstance(value, str):
+        value = dict((str(i), value) for i in range(devices))
+    if not isinstance(value, dict):
+        raise ScenarioError("fabric.firmware must be a version string or an object of device index to version")
+    out = {}
+    for key, version in value.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() else key
+        if not (isinstance(index, int) and not isinstance(index, bool) and 0 <= index < devices):
+            raise ScenarioError("fabric.firmware: no device %r (there are %d)" % (key, devices))
+        if not isinstance(version, str) or not re.match(r"^\d+\.\d+\.\d+$", version):
+            raise ScenarioError("fabric.firmware: %r does not look like 28.39.1002" % (version,))
+        out[index] = version
+    return out
 
 
 def counter_names(kind):
@@ -364,17 +394,17 @@ def _port(active, rate, link_layer, **extra):
     return port
 
 
-def _ib_device(i, bus, rate, active):
+def _ib_device(i, bus, rate, active, firmware=HCA_FIRMWARE):
     guid = _guid("a088:c203:00da", i)
     port = _port(active, rate, "InfiniBand", lid=100 + i if active else 65535, sm_lid=1 if active else 0)
     port.update(cap_mask=IB_CAP_MASK, gids=[(_mac_gid(guid), "IB/RoCE v1", None)])
     dev = _device(bus, "mlx5_%d" % i, "mlx5_core", hca_type="MT4129", device_id=0x1021)
-    dev.update(fw_ver="28.39.1002", board_id="MT_0000000838", node_guid=guid, netdevs=["ibp%ds0" % bus])
+    dev.update(fw_ver=firmware, board_id="MT_0000000838", node_guid=guid, netdevs=["ibp%ds0" % bus])
     dev["ports"].append(port)
     return dev
 
 
-def _roce_device(i, bus, rate, active, hca_type="MT4129", device_id=0x1021):
+def _roce_device(i, bus, rate, active, hca_type="MT4129", device_id=0x1021, firmware=HCA_FIRMWARE):
     guid = _guid("a288:c2ff:fead", i)
     netdev = "enp%ds0np0" % bus
     ipv4 = _ipv4_mapped(10, 100 + i // 250, i % 250, 1)
@@ -385,7 +415,7 @@ def _roce_device(i, bus, rate, active, hca_type="MT4129", device_id=0x1021):
         (ipv4, "RoCE v2", netdev),
     ]
     dev = _device(bus, "mlx5_%d" % i, "mlx5_core", hca_type=hca_type, device_id=device_id)
-    dev.update(fw_ver="28.39.1002", board_id="MT_0000000838", node_guid=guid, netdevs=[netdev])
+    dev.update(fw_ver=firmware, board_id="MT_0000000838", node_guid=guid, netdevs=[netdev])
     dev["ports"].append(_port(active, rate, "Ethernet", gids=gids))
     return dev
 
@@ -403,11 +433,15 @@ def _efa_device(i, bus, rate, active):
 def model(fabric):
     """The devices a normalized ``fabric`` describes, as plain data for ``build_tree``."""
     fabric = normalize_fabric(fabric)
-    makers = {"ib": _ib_device, "roce": _roce_device, "efa": _efa_device}
+    makers = {"ib": _ib_device, "roce": _roce_device}
     devices = []
     for i in range(fabric["devices"]):
         active = i not in fabric["down"]
-        dev = makers[fabric["type"]](i, 0x10 + 5 * i, fabric["rate"], active)
+        args = (i, 0x10 + 5 * i, fabric["rate"], active)
+        if fabric["type"] == "efa":
+            dev = _efa_device(*args)
+        else:
+            dev = makers[fabric["type"]](*args, firmware=fabric["firmware"].get(i, HCA_FIRMWARE))
         dev["counters"] = _counters(fabric["type"], i, active, fabric["counters"].get(i, {}))
         devices.append(dev)
     for j in range(fabric["eth_devices"]):

@@ -229,7 +229,8 @@ def test_run_reports_left_hosts_and_ignores_those_already_in_nodes(tmp_path):
         "node5": {"ansible_host": "10.0.0.5"},
     }
     args = {"nodes": nodes(), "left_hosts": ["node4", "node2", "node5"], "dest": str(tmp_path), "run_id": "r"}
-    res = run_action_with_hostvars(args, hostvars)
+    # 3 of 5 failing would trip the circuit breaker (test_breaker_*): off here, to see who is left out.
+    res = run_action_with_hostvars(dict(args, breaker_threshold=0), hostvars)
     assert res["healthy"] == ["node1", "node3"]
     assert res["unhealthy"] == {
         "node2": ["xid: Xid 79"],
@@ -384,7 +385,7 @@ def test_hosts_left_hosts_are_reported_and_a_head_that_left_is_no_placeholder(tm
         "node2": gate_vars("10.0.0.2", candidate=False),
         "node4": {"raygate_out": {"status": "failed", "task": "install ray", "error": "pip exited 1"}},
     }
-    args = hosts_args(tmp_path, ["node2"], left_hosts=["node4", "node1", "node2"])
+    args = hosts_args(tmp_path, ["node2"], left_hosts=["node4", "node1", "node2"], breaker_threshold=0)
     res = run_action_with_hostvars(args, hostvars)
     nodes = saved_nodes(tmp_path)
     assert list(nodes) == ["node2", "node4", "node1"]
@@ -496,3 +497,61 @@ def test_the_spec_says_what_the_documentation_says():
             assert spec.get(key) == doc.get(key), (name, key)
         assert bool(spec.get("required")) == bool(doc.get("required")), name
     assert {documented[n].get("version_added") for n in ("hosts", "head_address", "left_hosts")} == {"0.4.0"}
+
+
+# ---- fleet view, severities and the circuit breaker through the action ----------------------
+
+
+def gpu_with(address, driver, healthy=True):
+    """gate_vars whose gpu_health registered a fingerprint with ``driver`` (and failed when not healthy)."""
+    checks = [result("gpu_count", "pass", "8 GPUs", 8, 8)]
+    if not healthy:
+        checks.append(result("xid", "fail", "Xid 79 on GPU 3"))
+    registered = {"healthy": healthy, "checks": checks, "fingerprint": {"driver": driver, "gpu_count": 8}}
+    return gate_vars(address, raygate_gpu_health=registered)
+
+
+def test_hosts_fingerprints_make_the_fleet_view_and_drift(tmp_path):
+    hostvars = {
+        "node1": gpu_with("10.0.0.1", "550.90.07"),
+        "node2": gpu_with("10.0.0.2", "550.90.07"),
+        "node3": gpu_with("10.0.0.3", "535.161.08"),
+    }
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2", "node3"], fleet_drift="fail"), hostvars)
+    assert res["fleet"]["fields"]["driver"]["majority"] == "550.90.07"
+    assert res["unhealthy"] == {"node3": ["fleet_drift: driver 535.161.08, the fleet runs 550.90.07 (2 of 3 nodes)"]}
+    assert res["severities"] == {"node3": "do-not-allocate"}
+    assert res["breaker_tripped"] is False and res["breaker"]["detail"].startswith("1 of 3 checked nodes failed")
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "| driver | 535.161.08 | 1 | node3 | differs from the majority |" in md
+    assert "raygate_health_fingerprint_info{" in res["textfiles"]["node3"]
+
+
+def test_breaker_tripped_by_failed_and_unreachable_hosts_keeps_everyone(tmp_path):
+    hostvars = {
+        "node1": gpu_with("10.0.0.1", "550.90.07"),
+        "node2": gpu_with("10.0.0.2", "550.90.07", healthy=False),
+        "node3": {"raygate_out": {"status": "unreachable", "task": "health gate", "error": "no answer"}},
+        "node4": {"raygate_out": {"status": "unreachable", "task": "health gate", "error": "no answer"}},
+    }
+    args = hosts_args(tmp_path, ["node1", "node2"], left_hosts=["node3", "node4"])
+    res = run_action_with_hostvars(args, hostvars)
+    assert (res["breaker_tripped"], res["ok"]) == (True, False)
+    assert res["healthy"] == ["node1", "node2", "node3", "node4"] and res["unhealthy"] == {}
+    assert res["breaker"]["failed_hosts"] == ["node2", "node3", "node4"]
+    assert res["message"].startswith("health gate stopped: circuit breaker tripped: 3 of 4 checked nodes failed (75%)")
+    assert (tmp_path / "r" / "healthy_hosts.txt").read_text() == "node1\nnode2\nnode3\nnode4\n"
+    saved = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert saved["breaker"]["tripped"] is True and saved["breaker_tripped"] is True
+    off = run_action_with_hostvars(dict(args, breaker_threshold=0), hostvars)
+    assert sorted(off["unhealthy"]) == ["node2", "node3", "node4"] and off["breaker_tripped"] is False
+
+
+def test_bad_fleet_and_breaker_arguments_fail_the_task(tmp_path):
+    for extra, needle in (
+        ({"fleet_expect": {"bios": "1"}}, "not a fingerprint field"),
+        ({"breaker_threshold": 150}, "breaker_threshold must be an integer 0..100"),
+        ({"breaker_min_nodes": 0}, "breaker_min_nodes"),
+    ):
+        with pytest.raises(AnsibleActionFail, match=needle):
+            run_action(dict({"nodes": nodes(), "dest": str(tmp_path)}, **extra))

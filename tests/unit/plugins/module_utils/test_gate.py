@@ -24,13 +24,16 @@ def pairs(*addresses):
     return {"changed": False, "healthy": True, "nodes": {a: {"healthy": True, "checks": PAIR} for a in addresses}}
 
 
+FINGERPRINT = {"driver": "550.90.07", "vbios": ["96.00.74.00.0D"], "gpu_count": 8}
+
+
 def checked(address, candidate=True, pair_result=None, **extra):
     hv = {
         "raygate_gate_status": "checked",
         "raygate_gate_skip_reason": "no GPUs on this node (raygate_num_gpus: 0)",
         "raygate_gate_address": address,
         "raygate_gate_pair_candidate": candidate,
-        "raygate_gpu_health": {"changed": False, "healthy": True, "checks": GPU},
+        "raygate_gpu_health": {"changed": False, "healthy": True, "checks": GPU, "fingerprint": FINGERPRINT},
         "raygate_nccl_single": {"changed": False, "healthy": True, "checks": SINGLE},
         "raygate_nccl_pairs": SKIPPED if pair_result is None else pair_result,
     }
@@ -148,6 +151,7 @@ def test_a_checked_node_entry():
         "address": "10.0.0.2",
         "status": "checked",
         "skip_reason": "",
+        "fingerprint": FINGERPRINT,
     }
     assert len(entry["checks"]) == 4
 
@@ -160,6 +164,7 @@ def test_a_skipped_node_entry_keeps_its_reason_and_has_no_checks():
         "address": "10.0.0.3",
         "status": "skipped",
         "skip_reason": "already a running member (pid 42); health.yml re-checks it",
+        "fingerprint": None,
         "checks": [],
     }
 

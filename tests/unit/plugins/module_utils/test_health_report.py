@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.module_utils import remedies
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
 
 NOW = 1767323045  # 2026-01-02T03:04:05Z
@@ -62,10 +63,12 @@ def test_unhealthy_head_fails_the_gate_and_is_named_with_its_reasons():
 
 
 def test_too_few_healthy_nodes_fail_with_the_counts():
-    nodes = [node("n1", "head"), node("n2", checks=[XID]), node("n3", checks=[XID])]
-    r = report(nodes, min_healthy=2)
+    # Half the nodes fail: not more than the breaker's 50 %, so the gate decides as usual.
+    nodes = [node("n1", "head"), node("n2", checks=[XID]), node("n3", checks=[XID]), node("n4")]
+    r = report(nodes, min_healthy=3)
     assert r["head_healthy"] is True and r["enough"] is False and r["ok"] is False
-    assert r["message"] == "health gate failed: 1 healthy of 3, need 2"
+    assert r["breaker_tripped"] is False
+    assert r["message"] == "health gate failed: 2 healthy of 4, need 3"
     assert list(r["unhealthy"]) == ["n2", "n3"]
 
 
@@ -135,7 +138,8 @@ def test_skipped_nodes_count_as_healthy_and_keep_their_place():
     assert r["healthy"] == ["n1", "n3"]
     assert r["ok"] is True and r["head_healthy"] is True
     assert [n["verdict"] for n in r["nodes"]] == ["skipped", "fail", "skipped"]
-    assert r["nodes"][0]["checks"] == [XID]  # recorded, not judged
+    recorded = r["nodes"][0]["checks"]  # recorded, not judged
+    assert [(c["name"], c["status"], c["detail"]) for c in recorded] == [("xid", "fail", XID["detail"])]
 
 
 def test_head_missing_from_the_nodes_is_unhealthy_not_an_error():
@@ -221,6 +225,11 @@ def test_report_json_round_trips():
 # ---- Markdown ---------------------------------------------------------------------------
 
 
+def md_action(name, status="fail"):
+    """A default action as report.md writes it in a cell."""
+    return hr.md_escape(remedies.default_action(name, status))
+
+
 def _cells(line):
     """Split a Markdown table row on its unescaped pipes."""
     assert line.startswith("| ") and line.endswith(" |")
@@ -231,21 +240,43 @@ def test_markdown_summary_table_then_one_table_per_node():
     r = report([node("n1", "head"), node("n2", checks=good() + [XID])])
     md = hr.render_markdown(r)
     lines = md.splitlines()
-    start = lines.index("| host | role | verdict | healthy | reasons |")
-    assert _cells(lines[start + 2]) == ["n1", "head", "pass", "yes", ""]
-    assert _cells(lines[start + 3]) == ["n2", "worker", "fail", "no", r"xid: Xid 79 on GPU 3 (fallen off the bus)"]
-    assert md.count("| check | status | value | threshold | detail |") == 2
+    start = lines.index("| host | role | verdict | severity | healthy | reasons |")
+    assert _cells(lines[start + 2]) == ["n1", "head", "pass", "", "yes", ""]
+    assert _cells(lines[start + 3]) == [
+        "n2",
+        "worker",
+        "fail",
+        "do-not-allocate",
+        "no",
+        r"xid: Xid 79 on GPU 3 (fallen off the bus)",
+    ]
+    assert md.count("| check | status | severity | value | threshold | detail | action |") == 2
     assert "| gpu\\_count |" not in md  # intraword underscores stay readable
-    assert "| ecc_uncorrectable_volatile | pass | 0 | 0 | no uncorrectable errors |" in md
-    assert "| xid | fail | \\[79\\] | \\[\\] | Xid 79 on GPU 3 (fallen off the bus) |" in md
+    assert "| ecc_uncorrectable_volatile | pass |  | 0 | 0 | no uncorrectable errors |  |" in md
+    xid_row = [line for line in lines if line.startswith("| xid | fail |")][0]
+    assert _cells(xid_row)[:6] == [
+        "xid",
+        "fail",
+        "do-not-allocate",
+        r"\[79\]",
+        r"\[\]",
+        "Xid 79 on GPU 3 (fallen off the bus)",
+    ]
+    assert _cells(xid_row)[6] == md_action("xid")
 
 
 def test_markdown_escapes_hostile_strings_to_one_cell():
     r = report([node("n1", "head", [check("bad|name", "fail", HOSTILE, HOSTILE, "a|b")]), node(HOSTILE)])
     md = hr.render_markdown(r)
-    rows = [line for line in md.splitlines() if line.startswith("| ")]
-    widths = {len(_cells(row)) for row in rows if not row.startswith("| ---")}
-    assert widths == {5}
+    # Each table row has as many cells as its header: escaping never splits or merges one.
+    table = None
+    for line in md.splitlines():
+        if not line.startswith("| "):
+            table = None
+        elif table is None:
+            table = len(_cells(line))
+        else:
+            assert len(_cells(line)) == table, line
     assert "<b>" not in md and "\n<b>" not in md
     assert r'evil\|host<br>\<b\>\&"x"\\y\*z\_\[a\](b)\`c\`\\x00\\x1b' in md
     assert "\x00" not in md and "\x1b" not in md
@@ -254,7 +285,7 @@ def test_markdown_escapes_hostile_strings_to_one_cell():
 def test_skipped_node_markdown_names_the_reason():
     r = report([node("n1", "head"), node("n2", status="skipped", skip_reason="running member", checks=[])])
     md = hr.render_markdown(r)
-    assert "| n2 | worker | skipped | yes | skipped: running member |" in md
+    assert "| n2 | worker | skipped |  | yes | skipped: running member |" in md
     assert "Not re-checked: running member" in md
 
 
@@ -287,7 +318,7 @@ def test_junit_parses_and_counts_match():
     assert "threshold: []" in failure.text and "source: gpu_health" in failure.text
     assert suites[2].find("testcase[@name='node']/skipped").get("message") == "not re-checked"
     props = {p.get("name"): p.get("value") for p in suites[0].find("properties")}
-    assert props == {"role": "head", "verdict": "warn", "address": "10.0.0.2"}
+    assert props == {"role": "head", "verdict": "warn", "severity": "degraded", "address": "10.0.0.2"}
 
 
 def test_junit_escapes_hostile_strings():
@@ -308,9 +339,11 @@ def test_summary_is_a_fixed_width_table_then_the_message():
     lines = hr.render_summary(r)
     assert lines[-1] == r["message"]
     header, first, second = lines[:3]
-    assert header.split() == ["HOST", "ROLE", "VERDICT", "HEALTHY", "REASONS"]
+    assert header.split() == ["HOST", "ROLE", "VERDICT", "SEVERITY", "HEALTHY", "REASONS"]
     column = header.index("VERDICT")
     assert first[column:].startswith("pass") and second[column:].startswith("fail")
+    column = header.index("SEVERITY")
+    assert first[column:].startswith("- ") and second[column:].startswith("do-not-allocate ")
     assert second.endswith("xid: Xid 79 on GPU 3 (fallen off the bus)")
     assert first == first.rstrip()
 
@@ -377,10 +410,13 @@ def test_textfile_parses_and_encodes_statuses():
         families
         == sorted(families)
         == [
+            "raygate_health_breaker_tripped",
+            "raygate_health_check_severity",
             "raygate_health_check_status",
             "raygate_health_check_value",
             "raygate_health_checked_at_seconds",
             "raygate_health_node_healthy",
+            "raygate_health_node_severity",
             "raygate_health_valid_until_seconds",
         ]
     )
@@ -419,3 +455,279 @@ def test_textfiles_only_for_checked_nodes_and_special_floats():
     assert 'raygate_health_check_value{check="b",host="n1",source="gpu_health"} +Inf' in files["n1"]
     assert 'check="c",host="n1",source="gpu_health"} 0' in files["n1"]  # status only: "12.4" is text
     assert 'raygate_health_check_value{check="c"' not in files["n1"]
+
+
+# ---- severity and action in every format -------------------------------------------------
+
+# A check that brings its own severity and action (as the Xid catalogue does) keeps them.
+OWN = dict(
+    result("xid", "warn", "Xid 13 on GPU 0", [13], [], severity="info", action="restart the application"),
+    source="gpu_health",
+)
+
+
+def test_every_failing_or_warning_check_carries_a_severity_and_an_action():
+    r = report([node("n1", "head", good() + [XID, THERMAL]), node("n2", checks=[OWN])], breaker_threshold=0)
+    checks = {(n["host"], c["name"]): c for n in r["nodes"] for c in n["checks"]}
+    xid = checks[("n1", "xid")]
+    assert (xid["severity"], xid["action"]) == ("do-not-allocate", remedies.default_action("xid"))
+    thermal = checks[("n1", "thermal_throttle")]
+    assert (thermal["severity"], thermal["action"]) == ("degraded", remedies.default_action("thermal_throttle", "warn"))
+    assert (checks[("n2", "xid")]["severity"], checks[("n2", "xid")]["action"]) == ("info", "restart the application")
+    for key in (("n1", "gpu_count"), ("n1", "dcgm_diag")):
+        assert "severity" not in checks[key] and "action" not in checks[key]
+    assert [n["severity"] for n in r["nodes"]] == ["do-not-allocate", "info"]
+    assert r["severities"] == {"n1": "do-not-allocate", "n2": "info"}
+
+
+def test_made_checks_of_nodes_that_left_carry_an_action_too():
+    r = report([node("n1", "head"), node("n2", status="unreachable", error="no route")])
+    made = r["nodes"][1]["checks"][0]
+    assert (made["name"], made["severity"], made["action"]) == (
+        "reachable",
+        "do-not-allocate",
+        remedies.default_action("reachable"),
+    )
+
+
+def test_a_severity_on_a_passing_check_is_dropped():
+    passing = dict(check("gpu_count", "pass", "8 GPUs", 8, 8), severity="degraded", action="nothing")
+    r = report([node("n1", "head", [passing])])
+    assert "severity" not in r["nodes"][0]["checks"][0] and r["nodes"][0]["severity"] is None
+
+
+def test_junit_cases_carry_severity_and_action_in_text_and_properties():
+    root = ET.fromstring(hr.render_junit(report([node("n1", "head", good() + [XID, OWN | {"name": "sxid"}])])))
+    failure = root.find("testsuite/testcase[@name='xid']/failure")
+    assert "severity: do-not-allocate" in failure.text and "action: look the Xid up" in failure.text
+    props = {p.get("name"): p.get("value") for p in root.find("testsuite/testcase[@name='xid']/properties")}
+    assert props == {"severity": "do-not-allocate", "action": remedies.default_action("xid")}
+    warn = root.find("testsuite/testcase[@name='sxid']")
+    assert "severity: info\naction: restart the application" in warn.find("system-out").text
+    assert root.find("testsuite/testcase[@name='gpu_count']/properties") is None
+    suite = {p.get("name"): p.get("value") for p in root.find("testsuite/properties")}
+    assert suite["severity"] == "do-not-allocate"
+
+
+def test_textfile_has_check_and_node_severity_with_the_action():
+    r = report([node("n1", "head", good() + [XID, THERMAL])])
+    text = hr.render_textfiles(r)["n1"]
+    samples, _families = parse_prom(text)
+    base = (("check", "xid"), ("host", "n1"))
+    key = ("raygate_health_check_severity", base + (("action", hr.prom_label(remedies.default_action("xid"))),))
+    severity = {k: v for k, v in samples.items() if k[0] == "raygate_health_check_severity"}
+    assert len(severity) == 2
+    by_check = {dict(k[1])["check"]: (dict(k[1])["severity"], v) for k, v in severity.items()}
+    assert by_check == {"xid": ("do-not-allocate", 3), "thermal_throttle": ("degraded", 2)}
+    assert key[0] in text
+    assert samples[("raygate_health_node_severity", (("host", "n1"),))] == 3
+    assert samples[("raygate_health_breaker_tripped", (("host", "n1"),))] == 0
+
+
+def test_summary_shows_each_nodes_worst_severity():
+    lines = hr.render_summary(report([node("n1", "head", good() + [THERMAL]), node("n2", checks=[XID])]))
+    column = lines[0].index("SEVERITY")
+    assert lines[1][column:].startswith("degraded ") and lines[2][column:].startswith("do-not-allocate ")
+
+
+# ---- the fleet view ---------------------------------------------------------------------------
+
+FP = {
+    "gpu_model": ["NVIDIA H100 80GB HBM3"],
+    "gpu_count": 8,
+    "driver": "550.90.07",
+    "cuda": "12.4",
+    "vbios": ["96.00.74.00.0D"],
+    "pcie_link": ["x16/x16"],
+    "hca_firmware": ["28.39.1002"],
+    "rdma_stack": None,
+    "nccl": ["2.21.5"],
+    "kernel": "6.1.0-18-amd64",
+}
+
+
+def fleet_nodes(*drifts):
+    """A head and workers n2.. with FP, each changed by one dict of ``drifts`` (None: no fingerprint)."""
+    out = [node("n1", "head", fingerprint=dict(FP))]
+    for i, change in enumerate(drifts):
+        out.append(node("n%d" % (i + 2), fingerprint=None if change is None else dict(FP, **change)))
+    return out
+
+
+def drift_of(r, host):
+    return [c for c in [n for n in r["nodes"] if n["host"] == host][0]["checks"] if c["name"] == "fleet_drift"]
+
+
+def test_a_drifting_node_warns_by_default_and_the_others_pass():
+    r = report(fleet_nodes({}, {"vbios": ["96.00.74.00.0D", "96.00.99.00.01"]}, {}))
+    [drift] = drift_of(r, "n3")
+    assert (drift["status"], drift["severity"], drift["source"]) == ("warn", "degraded", "health_report")
+    assert drift["detail"] == "vbios 96.00.74.00.0D, 96.00.99.00.01, the fleet runs 96.00.74.00.0D (3 of 4 nodes)"
+    assert drift["action"].startswith("flash VBIOS 96.00.74.00.0D")
+    assert [drift_of(r, h)[0]["status"] for h in ("n1", "n2", "n4")] == ["pass", "pass", "pass"]
+    assert r["ok"] is True and r["warned"]["n3"] == ["fleet_drift: " + drift["detail"]]
+    assert r["fleet"]["drift"] == {
+        "n3": [
+            {
+                "field": "vbios",
+                "value": "96.00.74.00.0D, 96.00.99.00.01",
+                "expected": "96.00.74.00.0D",
+                "reference": "majority",
+                "count": 3,
+                "reporting": 4,
+            }
+        ]
+    }
+
+
+def test_fleet_drift_fail_leaves_the_node_out_and_off_makes_no_check():
+    nodes = fleet_nodes({}, {"driver": "535.161.08"}, {})
+    strict = report(nodes, fleet_drift="fail")
+    assert strict["unhealthy"] == {"n3": ["fleet_drift: driver 535.161.08, the fleet runs 550.90.07 (3 of 4 nodes)"]}
+    off = report(nodes, fleet_drift="off")
+    assert [drift_of(off, n["host"]) for n in off["nodes"]] == [[], [], [], []]
+    assert off["fleet"]["fields"]["driver"]["majority"] == "550.90.07"
+
+
+def test_nodes_without_a_fingerprint_are_outside_the_fleet_view():
+    r = report(fleet_nodes({}, None, {"driver": "535.161.08"}, None))
+    assert r["fleet"]["nodes"] == 3
+    assert drift_of(r, "n3") == [] and drift_of(r, "n5") == []
+    assert drift_of(r, "n4")[0]["status"] == "warn"
+
+
+def test_a_two_node_fleet_that_disagrees_blames_nobody():
+    r = report(fleet_nodes({"driver": "535.161.08"}), fleet_drift="fail")
+    assert r["ok"] is True and r["unhealthy"] == {}
+    assert r["fleet"]["fields"]["driver"]["split"] is True
+    assert "no majority to compare with for driver" in drift_of(r, "n2")[0]["detail"]
+
+
+def test_pinned_versions_come_through_build_report():
+    nodes = fleet_nodes({}, {})
+    r = report(nodes, fleet_expect={"driver": "560"}, fleet_drift="fail", breaker_threshold=0)
+    assert sorted(r["unhealthy"]) == ["n1", "n2", "n3"]
+    # A pin the whole fleet misses is what the breaker is for: a wrong pin, not three bad nodes.
+    tripped = report(nodes, fleet_expect={"driver": "560"}, fleet_drift="fail")
+    assert tripped["breaker_tripped"] is True and tripped["unhealthy"] == {}
+    assert "all 3 failing nodes fail fleet_drift" in tripped["message"]
+    with pytest.raises(ValueError, match="not a fingerprint field"):
+        report(fleet_nodes({}), fleet_expect={"bios": "1"})
+    with pytest.raises(ValueError, match="fleet_drift must be one of"):
+        report(fleet_nodes({}), fleet_drift="maybe")
+
+
+def test_markdown_fleet_table_lists_each_value_with_its_nodes():
+    r = report(fleet_nodes({}, {"driver": "535.161.08"}, {}))
+    md = hr.render_markdown(r)
+    lines = md.splitlines()
+    start = lines.index("| field | value | nodes | hosts | note |")
+    rows = [_cells(line) for line in lines[start + 2 :] if line.startswith("| ")]
+    rows = rows[: [i for i, row in enumerate(rows) if row[0] == "check"][0]]
+    assert ["driver", "550.90.07", "3", "n1, n2, n4", "majority"] in rows
+    assert ["driver", "535.161.08", "1", "n3", "differs from the majority"] in rows
+    assert ["rdma_stack", "(not read)", "4", "n1, n2, n3, n4", "not read"] in rows
+    assert "4 nodes reported their versions; fleet drift: warn." in md
+
+
+def test_markdown_fleet_table_marks_pins_splits_and_cuts_long_host_lists():
+    many = [{}] * 24
+    r = report(fleet_nodes(*many), fleet_expect={"vbios": "96.00.99"})
+    md = hr.render_markdown(r)
+    assert "| vbios | 96.00.74.00.0D | 25 |" in md and "differs from the pin |" in md
+    assert "n19, n20 and 5 more |" in md
+    split = hr.render_markdown(report(fleet_nodes({"driver": "535.161.08"})))
+    assert "| driver | 535.161.08 | 1 | n2 | no majority |" in split
+
+
+def test_summary_lists_the_fields_the_fleet_disagrees_on():
+    r = report(fleet_nodes({}, {}, {}, {"driver": "535.161.08"}))
+    lines = hr.render_summary(r)
+    assert "fleet driver: 550.90.07 on 4 nodes; 535.161.08 on n5" in lines
+    assert lines[-1] == r["message"]
+
+
+def test_textfile_fingerprint_info_has_one_label_per_field_read():
+    r = report(fleet_nodes({}))
+    samples, _families = parse_prom(hr.render_textfiles(r)["n2"])
+    [labels] = [dict(k[1]) for k in samples if k[0] == "raygate_health_fingerprint_info"]
+    assert labels == {
+        "host": "n2",
+        "gpu_model": "NVIDIA H100 80GB HBM3",
+        "gpu_count": "8",
+        "driver": "550.90.07",
+        "cuda": "12.4",
+        "vbios": "96.00.74.00.0D",
+        "pcie_link": "x16/x16",
+        "hca_firmware": "28.39.1002",
+        "nccl": "2.21.5",
+        "kernel": "6.1.0-18-amd64",
+    }
+
+
+# ---- the circuit breaker --------------------------------------------------------------------
+
+
+def test_breaker_trips_leaves_nobody_out_and_stops():
+    nodes = [node("n1", "head"), node("n2", checks=[XID]), node("n3", checks=[XID]), node("n4", checks=[XID])]
+    r = report(nodes)
+    assert (r["breaker_tripped"], r["ok"]) == (True, False)
+    assert r["healthy"] == ["n1", "n2", "n3", "n4"] and r["unhealthy"] == {}
+    assert hr.render_healthy_hosts(r) == "n1\nn2\nn3\nn4\n"
+    # The verdicts stay true to the checks.
+    assert [n["healthy"] for n in r["nodes"]] == [True, False, False, False]
+    assert r["breaker"]["failed_hosts"] == ["n2", "n3", "n4"]
+    assert r["message"].startswith(
+        "health gate stopped: circuit breaker tripped: 3 of 4 checked nodes failed (75%), more than"
+        " raygate_health_breaker_threshold 50%; nobody was left out or evicted. Likely: all 3 failing nodes fail xid"
+    )
+    md = hr.render_markdown(r)
+    assert "- circuit breaker: **TRIPPED**: 3 of 4 checked nodes failed (75%)" in md
+    assert "  - likely: all 3 failing nodes fail xid" in md
+    for text in hr.render_textfiles(r).values():
+        assert "raygate_health_breaker_tripped{" in text and text.count("} 1\n") >= 1
+    samples, _families = parse_prom(hr.render_textfiles(r)["n2"])
+    assert samples[("raygate_health_breaker_tripped", (("host", "n2"),))] == 1
+
+
+def test_breaker_counts_unreachable_nodes_and_ignores_skipped_members():
+    nodes = [
+        node("n1", "head"),
+        node("n2", status="unreachable", error="no route"),
+        node("n3", status="unreachable", error="no route"),
+        node("n4", status="skipped", checks=[]),
+        node("n5", status="skipped", checks=[]),
+    ]
+    r = report(nodes)
+    assert (r["breaker"]["checked"], r["breaker"]["failed"], r["breaker_tripped"]) == (3, 2, True)
+    assert "all 2 failing nodes fail reachable" in r["message"]
+
+
+def test_breaker_not_tripped_shows_its_counts_and_the_gate_decides_as_before():
+    r = report([node("n1", "head"), node("n2", checks=[XID]), node("n3"), node("n4")])
+    assert r["breaker_tripped"] is False and r["unhealthy"] == {"n2": [hr.reason(r["nodes"][1]["checks"][0])]}
+    assert "- circuit breaker: 1 of 4 checked nodes failed (25%), not more than" in hr.render_markdown(r)
+
+
+def test_breaker_override_and_small_fleets():
+    three_bad = [node("n1", "head"), node("n2", checks=[XID]), node("n3", checks=[XID]), node("n4", checks=[XID])]
+    off = report(three_bad, breaker_threshold=0)
+    assert off["breaker_tripped"] is False and sorted(off["unhealthy"]) == ["n2", "n3", "n4"]
+    assert report(three_bad, breaker_threshold=75)["breaker_tripped"] is False
+    pair = [node("n1", "head", [XID]), node("n2", checks=[XID])]
+    assert report(pair)["breaker_tripped"] is False
+    assert report(pair)["message"].startswith("health gate failed: head n1 is unhealthy")
+    lone = [node("n1", "head", [XID])]
+    assert report(lone)["breaker_tripped"] is False
+    assert report(lone, breaker_min_nodes=1)["breaker_tripped"] is True
+    with pytest.raises(ValueError, match="breaker_threshold"):
+        report(lone, breaker_threshold=101)
+
+
+def test_breaker_names_the_version_the_failing_nodes_share():
+    nodes = fleet_nodes({"driver": "560.35.03"}, {"driver": "560.35.03"}, {"driver": "560.35.03"})
+    for entry in nodes[1:]:
+        entry["checks"] = good() + [check("nccl_busbw", "fail", "120 GB/s", 120.0, 460.0, "nccl_test")]
+    r = report(nodes, fleet_expect={"driver": "560.35.03"})
+    assert r["breaker_tripped"] is True
+    assert "every failing node runs driver 560.35.03, which no passing node does" in r["message"]

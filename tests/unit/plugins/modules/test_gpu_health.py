@@ -11,6 +11,7 @@ fault it injects instead of carrying pages of XML. Keys a case may add for this 
 - ``fabric_state``: earlier counter snapshots ``[{age: seconds before now, counters, boot_id}]`` written
   as the state file ``{state}`` before the run (boot_id defaults to this boot's, BOOT_ID).
 - ``state_after``: how many snapshots ``{state}`` holds after the run (0: the file must not exist).
+- ``gpu.vbios``: as the sandbox scenario's: one VBIOS version for every GPU, or {index: version}.
 - ``statuses``: {check name: expected status}; ``details``: {check name: [substrings of its detail]}.
 The clocks are fixed: now is NOW (epoch), the node booted UPTIME seconds ago, its boot id is BOOT_ID.
 """
@@ -37,6 +38,7 @@ UPTIME = 100000.0
 BOOT_ID = "3f0e51b2-5d3c-4a1e-9c3b-6c1a2f0d7e11"
 BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 MODELS = {"H100": "NVIDIA H100 80GB HBM3", "H200": "NVIDIA H200"}
+VBIOS = "96.00.74.00.0D"
 
 
 def _load_sim():
@@ -93,6 +95,7 @@ def _gpu(spec, index):
         [
             '<gpu id="00000000:%s:00.0">' % bus,
             "<product_name>%s</product_name>" % MODELS[spec.get("model", "H100")],
+            "<vbios_version>%s</vbios_version>" % _vbios(spec, index),
             "<persistence_mode>%s</persistence_mode>"
             % ("Disabled" if _kind(all_faults, "persistence_off") else "Enabled"),
             "<uuid>GPU-%08d-0000-0000-0000-%012d</uuid>" % (index, index),
@@ -120,6 +123,14 @@ def _gpu(spec, index):
             "</gpu>",
         ]
     )
+
+
+def _vbios(spec, index):
+    """The sandbox scenario's ``vbios``: one version for every GPU, or {index: version} for some."""
+    value = spec.get("vbios") or {}
+    if isinstance(value, str):
+        return value
+    return value.get(index, value.get(str(index), VBIOS))
 
 
 def _visible(spec):

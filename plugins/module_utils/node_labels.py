@@ -140,17 +140,20 @@ def health(verdict, checked_at, fingerprint_hash=None):
     return labels
 
 
-def from_report(report, host, fingerprint_hash=None):
-    """The health labels of ``host`` when the gate's report says it was checked in this run and passed, else {}.
+def from_report(report, host, checked, fingerprint_hash=None):
+    """The health labels of ``host`` when it was ``checked`` in this run and the gate's report
+    (what ``raygate.cluster.health_report`` returns) lists it healthy, else {}.
 
-    A running member that was not checked again (status skipped) gets none: it keeps what it has.
+    The verdict is ``warn`` for a host with warnings (healthy unless fail_on_warn), else ``pass``.
+    A running member that was not checked again gets none: it keeps what it has. A tripped circuit
+    breaker lists every host healthy; no host gets labels from such a report.
     """
-    if not isinstance(report, dict) or report.get("checked_at_epoch") is None:
+    if not checked or not isinstance(report, dict) or report.get("checked_at") is None:
         return {}
-    for node in report.get("nodes") or []:
-        if node.get("host") == host and node.get("status") == "checked" and node.get("healthy"):
-            return health(node["verdict"], report["checked_at_epoch"], fingerprint_hash)
-    return {}
+    if report.get("breaker_tripped") or host not in (report.get("healthy") or []):
+        return {}
+    verdict = "warn" if host in (report.get("warned") or {}) else "pass"
+    return health(verdict, report["checked_at"], fingerprint_hash)
 
 
 def recent_dates(now, days=2):

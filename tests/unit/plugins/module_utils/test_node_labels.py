@@ -105,30 +105,36 @@ def test_health_labels_carry_the_verdict_the_time_and_the_date_in_utc():
     assert nl.FINGERPRINT not in nl.health("warn", 0)
 
 
-def report(**node):
-    entry = {"host": "w1", "status": "checked", "verdict": "pass", "healthy": True}
-    entry.update(node)
-    return {"checked_at_epoch": 1785283200, "nodes": [{"host": "w0", "status": "skipped", "healthy": True}, entry]}
+def report(**over):
+    """What raygate.cluster.health_report returns, as far as the labels need it."""
+    out = {"checked_at": 1785283200, "healthy": ["w0", "w1"], "warned": {}, "breaker_tripped": False}
+    out.update(over)
+    return out
 
 
 def test_from_report_labels_a_node_checked_now_that_passed():
-    assert nl.from_report(report(), "w1", "abc")[nl.HEALTH] == "pass"
-    assert nl.from_report(report(verdict="warn"), "w1")[nl.HEALTH] == "warn"
-    assert nl.from_report(report(), "w1")[nl.CHECKED_DATE] == "2026-07-29"
+    labels = nl.from_report(report(), "w1", True, "abc")
+    assert labels == {
+        nl.HEALTH: "pass",
+        nl.CHECKED_AT: "1785283200",
+        nl.CHECKED_DATE: "2026-07-29",
+        nl.FINGERPRINT: "abc",
+    }
+    assert nl.from_report(report(warned={"w1": ["thermal: hot"]}), "w1", True)[nl.HEALTH] == "warn"
 
 
 @pytest.mark.parametrize(
-    "gate, host",
+    "gate, host, checked",
     [
-        (report(), "w0"),  # a running member the gate did not check again: it keeps what it has
-        (report(healthy=False, verdict="fail"), "w1"),
-        (report(), "w9"),
-        ({"skipped": True}, "w1"),  # the report task did not run
-        (None, "w1"),
+        (report(), "w0", False),  # a running member the gate did not check again: it keeps what it has
+        (report(), "w9", True),  # failed: not healthy
+        (report(breaker_tripped=True), "w1", True),  # everybody is "healthy" then, and the run stops
+        ({"skipped": True}, "w1", True),  # the report task did not run
+        (None, "w1", True),
     ],
 )
-def test_from_report_gives_nothing_without_a_pass_in_this_run(gate, host):
-    assert nl.from_report(gate, host) == {}
+def test_from_report_gives_nothing_without_a_pass_in_this_run(gate, host, checked):
+    assert nl.from_report(gate, host, checked) == {}
 
 
 def test_the_selector_for_checked_today_or_yesterday():

@@ -107,24 +107,32 @@ def render_file(labels, status_keys):
     return "%s\n%s%s\n%s\n" % (FILE_HEADER, STATUS_KEYS_PREFIX, keys, body)
 
 
-def status_from_file(text):
-    """The status labels a labels file gave its node: {} for none, no file, or a file raygate did not write."""
+def parse_file(text):
+    """(every label, the status labels) of a labels file; ({}, {}) for no file or one that is not
+    a JSON mapping (raygate writes JSON; a file from before status labels has no comment: no status)."""
     keys, body = [], []
     for line in (text or "").splitlines():
         if line.startswith(STATUS_KEYS_PREFIX):
             try:
                 keys = json.loads(line[len(STATUS_KEYS_PREFIX) :])
             except ValueError:
-                return {}
+                keys = None
         elif not line.startswith("#"):
             body.append(line)
     try:
-        labels = json.loads("\n".join(body)) if keys else {}
+        labels = json.loads("\n".join(body))
     except ValueError:
-        return {}
-    if not isinstance(labels, dict) or not isinstance(keys, list):
-        return {}
-    return dict((key, labels[key]) for key in keys if key in labels)
+        return {}, {}
+    if not isinstance(labels, dict):
+        return {}, {}
+    if not isinstance(keys, list):
+        keys = []
+    return labels, dict((key, labels[key]) for key in keys if key in labels)
+
+
+def status_from_file(text):
+    """The status labels a labels file gave its node: {} for none, no file, or a file raygate did not write."""
+    return parse_file(text)[1]
 
 
 def utc_date(epoch):

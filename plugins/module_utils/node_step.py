@@ -320,9 +320,9 @@ class Node:
                 self.stop(plan, procs)
         else:
             self.check_ports_free(plan)
-        # A restarted node keeps its status labels unless new ones are given; a stopped one
-        # (evicted, say) starts with none unless they are given.
-        status = status if status is not None else (carried if procs else {})
+        # Unset, the node starts with the status labels of its last start: a restart (a new head,
+        # an upgrade) says nothing new about its state. A stop with status_labels {} forgets them.
+        status = carried if status is None else status
         result["status_labels"] = status
         node_labels = dict(labels, **status)
         if self.module.check_mode:
@@ -599,6 +599,12 @@ class Node:
             "gpu_processes": gpu,
         }
 
+    def forget_status_labels(self):
+        """Drop the status labels from the labels file, so the next start without status_labels
+        starts without them. The file stays (empty, maybe): a systemd unit passes it at boot."""
+        labels, status = nl.parse_file(read_text(self.labels_path))
+        write_file(self.labels_path, nl.render_file({k: v for k, v in labels.items() if k not in status}, []))
+
     def remove_empty_dirs(self):
         for directory in (self.p["config_dir"], self.p["state_dir"]):
             try:
@@ -620,8 +626,10 @@ class Node:
             if self.p["supervisor"] == "systemd":
                 removable.append(self.unit_path)
         removable = [path for path in removable if os.path.lexists(path)]
-        changed = bool(procs) or unit_active or bool(removable)
+        forget = not purge_files and self.p["status_labels"] == {} and bool(self.carried_status_labels())
+        changed = bool(procs) or unit_active or bool(removable) or forget
         result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
+        result["status_labels_forgotten"] = forget
         raylet = ray_procs.find_daemon(procs, "raylet")
         if self.p["drain"] and self.p["role"] == "head":
             self.fail("drain is for workers: the head holds the GCS, and stopping it stops the whole cluster")
@@ -634,6 +642,8 @@ class Node:
             procs = self.ray_processes()
         if procs or unit_active:
             self.stop(plan, procs)
+        if forget:
+            self.forget_status_labels()
         if self.p["supervisor"] == "systemd" and self.unit_path in removable:
             self.run(["systemctl", "disable", self.p["unit_name"]])
         for path in removable:

@@ -113,9 +113,12 @@ options:
       - Merged with O(labels) into the labels file when Ray starts, and never a reason to restart. Ray
         cannot change the labels of a running node, so a node that is left alone keeps the status labels
         it was started with; RV(status_labels) says which.
-      - Unset, a running node that is restarted (for a changed configuration, a dead session, O(member=false)
-        or a rotated token) keeps the status labels it was started with, and a node that was not running
-        starts without any. V({}) starts it without any either way.
+      - Unset, the node starts with the status labels of its last start, kept in the labels file, when it
+        is restarted (a changed configuration, a dead session, O(member=false), a rotated token) or started
+        again after a stop (an upgrade). V({}) starts it without any.
+      - With O(state=stopped), V({}) forgets them, so that a later start without O(status_labels) starts
+        without any (the raygate role does this when the health gate evicts a node). Other values are
+        ignored when stopping.
       - The same syntax as O(labels). Keys under Ray's own prefix C(ray.io/) and keys that are also in
         O(labels) are refused before anything changes.
     type: dict
@@ -317,6 +320,12 @@ status_labels:
   version_added: 0.5.0
   sample: {raygate.io/health: pass, raygate.io/checked-at: "1785283200", raygate.io/checked-date: "2026-07-29",
            raygate.io/fingerprint: 3f1c0d9e2a1b}
+status_labels_forgotten:
+  description: Whether the status labels of the last start were forgotten (O(status_labels={}) with O(state=stopped)).
+  returned: when state is stopped or absent
+  type: bool
+  version_added: 0.5.0
+  sample: false
 config_hash:
   description: Hash of the desired node configuration, recorded at start.
   returned: when state is started

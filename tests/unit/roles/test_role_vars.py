@@ -62,7 +62,12 @@ NODES = [{"name": "h1", "ip": "10.0.0.1"}, {"name": "w1", "ip": "10.0.0.2"}, {"n
 # What gate.yml leaves: the report (health_report's answer, run_once), each node's gate status and
 # gpu_health answer. h1 passed with a warning, w1 passed, w2 is a running member the gate did not
 # check again (healthy all the same), w3 failed.
-GATE_REPORT = {"checked_at": 1785283200, "healthy": ["h1", "w1", "w2"], "warned": {"h1": ["x: y"]}}
+GATE_REPORT = {
+    "checked_at": 1785283200,
+    "healthy": ["h1", "w1", "w2"],
+    "warned": {"h1": ["x: y"]},
+    "unhealthy": {"w3": ["xid: Xid 79 on GPU 3"]},
+}
 GATE_STATUS = {"h1": "checked", "w1": "checked", "w2": "skipped", "w3": "checked"}
 
 
@@ -207,8 +212,12 @@ def test_a_node_not_checked_now_is_given_none_and_keeps_its_own(templated):
     # No status_labels at all (omit), not {}: ray_node then keeps what a running node carries.
     own = templated[0]
     assert "status_labels" not in own["w2"]["node"]
-    assert "status_labels" not in own["w3"]["node"]  # failed: it left the play before start.yml
     assert own["w2"]["node"]["labels"] == {}
+
+
+def test_a_node_that_failed_the_gate_now_forgets_its_labels(templated):
+    # site.yml: it leaves the play; health.yml with eviction: its stop forgets what it carried.
+    assert templated[0]["w3"]["node"]["status_labels"] == {}
 
 
 def test_health_labels_off_starts_every_node_without_them(templated):

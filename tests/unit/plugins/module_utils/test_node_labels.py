@@ -142,3 +142,9 @@ def test_the_selector_for_checked_today_or_yesterday():
     assert nl.recent_dates(now) == ["2026-07-30", "2026-07-29"]
     # Ray 2.60 keeps a space after the comma as part of the value: none is written.
     assert nl.in_selector(nl.recent_dates(now)) == "in(2026-07-30,2026-07-29)"
+
+
+def test_parse_file_reads_a_file_from_before_status_labels():
+    assert nl.parse_file('{\n  "rack": "r1"\n}\n') == ({"rack": "r1"}, {})
+    text = nl.render_file({"rack": "r1", nl.HEALTH: "pass"}, [nl.HEALTH, "gone"])
+    assert nl.parse_file(text) == ({"rack": "r1", nl.HEALTH: "pass"}, {nl.HEALTH: "pass"})

@@ -679,15 +679,44 @@ def test_a_restarted_node_keeps_its_status_labels_unless_new_ones_are_given(tmp_
     assert labels == {"rack": "r1"} and node_step.nl.status_from_file(text) == {}
 
 
-def test_a_stopped_node_starts_without_the_status_labels_of_its_last_start(tmp_path, monkeypatch):
-    # An evicted worker that is started again has passed no gate since: it carries nothing old.
+def test_a_stopped_node_starts_again_with_the_status_labels_of_its_last_start(tmp_path, monkeypatch):
+    # upgrade.yml stops every node, switches the version and starts them: nothing new is known of
+    # their health, and jobs selecting on it would otherwise find no node.
     fake_venv(tmp_path)
     ran = recording_start(monkeypatch)
-    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", status_labels=OLD_CHECK)
+    args = labelled_worker(tmp_path, status_labels=OLD_CHECK)
     run_case({"args": args, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
     (tmp_path / "run" / node_step.STATE_FILE).unlink()  # stopped (the state file goes with it)
     del args["status_labels"]
-    run_case({"args": args, "expect": {"changed": True, "status_labels": {}}}, ray_node.main, tmp_path, monkeypatch)
+    run_case({"args": args, "expect": {"changed": True, "status_labels": OLD_CHECK}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert any(a.startswith("--labels-file=") for a in ran[-1])
+    assert labels_file(tmp_path)[0] == dict(OLD_CHECK, rack="r1")
+
+
+def test_a_stop_with_empty_status_labels_forgets_them(tmp_path, monkeypatch):
+    # The gate evicted the node (health.yml): a later start must not say it passed.
+    fake_venv(tmp_path)
+    ran = recording_start(monkeypatch)
+    status_only = base_args(tmp_path, role="worker", head_ip="198.18.0.12", status_labels=OLD_CHECK)
+    run_case({"args": status_only, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    before = (tmp_path / "etc" / "labels.yaml").read_text()
+    stop = dict(status_only, state="stopped", status_labels={})
+    monkeypatch.setattr(
+        node_step.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
+    )
+    case = {"args": stop, "check_mode": True, "expect": {"changed": True, "status_labels_forgotten": True}}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert (tmp_path / "etc" / "labels.yaml").read_text() == before
+    run_case({"args": stop, "expect": {"changed": True, "status_labels_forgotten": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    # Still there, empty: a systemd unit started with --labels-file passes it at the next boot.
+    assert labels_file(tmp_path)[0] == {}
+    run_case({"args": stop, "expect": {"changed": False, "status_labels_forgotten": False}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    del status_only["status_labels"]
+    run_case({"args": status_only, "expect": {"changed": True, "status_labels": {}}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
     assert not any(a.startswith("--labels-file=") for a in ran[-1])
     # No labels at all: no file is left to claim labels the node does not carry.
     assert not (tmp_path / "etc" / "labels.yaml").exists()

@@ -322,7 +322,8 @@ class Node:
             self.check_ports_free(plan)
         # Unset, the node starts with the status labels of its last start: a restart (a new head,
         # an upgrade) says nothing new about its state. A stop with status_labels {} forgets them.
-        status = carried if status is None else status
+        if status is None:
+            status = dict((key, value) for key, value in carried.items() if key not in labels)
         result["status_labels"] = status
         node_labels = dict(labels, **status)
         if self.module.check_mode:

@@ -692,6 +692,14 @@ def test_a_stopped_node_starts_again_with_the_status_labels_of_its_last_start(tm
              monkeypatch)  # fmt: skip
     assert any(a.startswith("--labels-file=") for a in ran[-1])
     assert labels_file(tmp_path)[0] == dict(OLD_CHECK, rack="r1")
+    # A key that became a label of the configuration is no longer carried as a status label.
+    (tmp_path / "run" / node_step.STATE_FILE).unlink()
+    args["labels"] = {"rack": "r1", "raygate.io/health": "manual"}
+    carried = dict(OLD_CHECK)
+    del carried["raygate.io/health"]
+    run_case({"args": args, "expect": {"changed": True, "status_labels": carried}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert labels_file(tmp_path)[0]["raygate.io/health"] == "manual"
 
 
 def test_a_stop_with_empty_status_labels_forgets_them(tmp_path, monkeypatch):

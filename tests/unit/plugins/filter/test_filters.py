@@ -50,3 +50,16 @@ def test_version_table_empty_when_equal_and_names_the_odd_one():
 def test_version_table_rejects_missing_info():
     with pytest.raises(AnsibleFilterError, match="node2"):
         version_mismatch_table({"node1": {"ray": "2.60.0", "python": "3.11.2"}, "node2": None})
+
+
+def test_gate_pairs_refuses_a_partner_outside_the_inventory():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.raygate.cluster.plugins.filter import gate as gate_filter
+
+    hostvars = {"n1": {"raygate_gate_status": "checked", "raygate_gpu_health": {"healthy": True}}}
+    with pytest.raises(AnsibleFilterError, match="pair partner 'ghost'"):
+        gate_filter.gate_pairs(["n1"], hostvars, partner="ghost")
+    assert gate_filter.gate_pairs(["n1"], hostvars)["hosts"] == ["n1"]
+    with pytest.raises(AnsibleFilterError, match="raygate_num_gpus must be a whole number"):
+        gate_filter.gate_decision("eight")

@@ -18,7 +18,8 @@ COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
 MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report node_steps run_summary
 FILTERS := port_plan plan_ports version_mismatch_table
-APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw
+APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw \
+  slurmctld slurmd slurm-client munge
 # The systemd sandbox (sandbox.sh up N --systemd). No recommends: systemd-container's
 # libnss-mymachines would edit the host's /etc/nsswitch.conf.
 APT_PACKAGES_NO_RECOMMENDS := debootstrap systemd-container

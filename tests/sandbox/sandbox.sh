@@ -165,7 +165,7 @@ poweroff_systemd_nodes() {
 cmd_down() {
     local pids=() pid f ns link deadline cg sub
     # Slurm's daemons on this host (slurm.sh) would outlive the nodes: stop them first.
-    if [[ -d "${STATE}/slurm" ]]; then
+    if [[ -d "${STATE}/slurm" || -d /run/raygate-slurm ]]; then
         "${HERE}/slurm.sh" down
     fi
     if [[ $(sandbox_mode) == systemd ]]; then

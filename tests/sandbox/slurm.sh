@@ -9,8 +9,9 @@
 #
 # Called by sandbox.sh (`sandbox.sh slurm up|down|status|env`); `sandbox.sh down` runs `down` first.
 # Everything lives in $STATE/slurm (slurm.conf, gres.conf, the shared munge key, controller state,
-# logs, pid files) and, on the host, /run/raygate-munge (the host munged's socket). Each node has its
-# own /run: the same socket path there is that node's own munged.
+# logs) and, on the host, /run/raygate-munge (the host munged's socket) and /run/raygate-slurm (the
+# host daemons' pid files: kept outside $STATE so that `down` finds them even after the state dir
+# went). Each node has its own /run: the same socket path there is that node's own munged.
 set -euo pipefail
 shopt -s nullglob
 
@@ -22,6 +23,7 @@ CONF="${S}/slurm.conf"
 # One path for every munged: on the host it is the host's /run, in a node that node's tmpfs /run.
 MUNGE_DIR=/run/raygate-munge
 MUNGE_SOCKET="${MUNGE_DIR}/munge.socket.2"
+HOST_RUN=/run/raygate-slurm
 CTLD_NAME=rg-host
 CTLD_ADDR=198.18.0.1
 PARTITION=gpu
@@ -75,7 +77,7 @@ AuthInfo=socket=${MUNGE_SOCKET}
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=${S}/ctld
-SlurmctldPidFile=${S}/slurmctld.pid
+SlurmctldPidFile=${HOST_RUN}/slurmctld.pid
 SlurmctldLogFile=${S}/slurmctld.log
 SlurmdPidFile=/run/slurmd.pid
 SlurmdSpoolDir=/var/spool/slurmd
@@ -108,7 +110,7 @@ start_munged() {
     # $1: where (host | node index); munged forks into the background once its socket is ready.
     local where=$1 pid_file log_file seed_file
     if [[ ${where} == host ]]; then
-        pid_file="${S}/munged-host.pid" log_file="${S}/munged-host.log" seed_file="${S}/munged-host.seed"
+        pid_file="${HOST_RUN}/munged.pid" log_file="${S}/munged-host.log" seed_file="${S}/munged-host.seed"
         mkdir -p -m 0755 "${MUNGE_DIR}"
         munged --socket="${MUNGE_SOCKET}" --key-file="${S}/munge.key" --pid-file="${pid_file}" \
             --log-file="${log_file}" --seed-file="${seed_file}"
@@ -125,7 +127,7 @@ start_slurmctld() {
     # names it rg-host without renaming this machine.
     setsid unshare --uts -- /bin/sh -c "hostname ${CTLD_NAME} && exec slurmctld -D -i -f ${CONF}" \
         </dev/null >>"${S}/slurmctld.out" 2>&1 &
-    echo "$!" >"${S}/slurmctld.launcher.pid"
+    echo "$!" >"${HOST_RUN}/slurmctld.launcher.pid"
 }
 
 start_slurmd() {
@@ -151,7 +153,7 @@ cmd_up() {
     n=$(node_count)
     [[ $(cat "${STATE}/mode" 2>/dev/null || echo tini) == tini ]] || die "slurm runs on tini nodes (sandbox.sh up N)"
     cmd_down
-    mkdir -p -m 0700 "${S}"
+    mkdir -p -m 0700 "${S}" "${HOST_RUN}"
     mkdir -p "${S}/ctld"
     # One key for every munged: 1024 random bytes, readable by root only.
     (umask 077 && head -c 1024 /dev/urandom >"${S}/munge.key")
@@ -204,10 +206,12 @@ cmd_down() {
             stop_in_node "${i}"
         done
     fi
-    for f in "${S}/slurmctld.pid" "${S}/slurmctld.launcher.pid" "${S}/munged-host.pid"; do
-        [[ -s ${f} ]] && stop_pid "$(<"${f}")"
+    for f in "${HOST_RUN}/slurmctld.pid" "${HOST_RUN}/slurmctld.launcher.pid" "${HOST_RUN}/munged.pid"; do
+        if [[ -s ${f} ]]; then
+            stop_pid "$(<"${f}")"
+        fi
     done
-    rm -rf "${S}" "${MUNGE_DIR}"
+    rm -rf "${S}" "${MUNGE_DIR}" "${HOST_RUN}"
     return 0
 }
 

@@ -396,7 +396,9 @@ def summary_lines(entries, mode):
             done = entry["action"] + ("ed" if entry["action"] == "drain" else "d")
             what = done if mode == "drain" else "would %s" % verb[entry["action"]]
             detail = entry["new_reason"] or entry["note"]
-            lines.append("slurm %s: %s (%s)" % (entry["node"], what, detail))
+            # A drain's note adds what matters beyond the reason (running jobs, a changed reason).
+            extra = "; %s" % entry["note"] if entry["action"] == "drain" and entry["note"] != "drained" else ""
+            lines.append("slurm %s: %s (%s)%s" % (entry["node"], what, detail, extra))
         else:
             lines.append("slurm %s: %s" % (entry["node"], entry["note"]))
     return lines

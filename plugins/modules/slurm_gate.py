@@ -13,15 +13,18 @@ description:
   - Runs on a host where C(scontrol) reaches the Slurm controller (the controller itself, or any
     host with the cluster's C(slurm.conf) and munge key). Reads every node with
     C(scontrol -o show node), decides, and in O(mode=drain) runs one C(scontrol update) per node.
-  - A node that failed the gate (a key of O(unhealthy)), including one that did not answer, is
+  - >-
+    A node that failed the gate (a key of O(unhealthy)), including one that did not answer, is
     drained with reason C(raygate: <check>: <detail>) (C(raygate: unreachable: ...) for a node that
     did not answer), cut to O(reason_max) characters. Only C(State=DRAIN) is ever set, never
     C(DOWN): a node running jobs goes DRAINING and its jobs finish.
-  - A node that passed (in O(healthy)) is resumed only when it is drained or down with a reason that
+  - >-
+    A node that passed (in O(healthy)) is resumed only when it is drained or down with a reason that
     starts with C(raygate:). A node drained, down or failed for any other reason (an admin's
     maintenance, Slurm's own C(Not responding)) is left as it is, passing or failing, and the
     result says so.
-  - A node already drained by raygate with the same reason is left as it is; with a different
+  - >-
+    A node already drained by raygate with the same reason is left as it is; with a different
     raygate reason it is drained again with the new one.
   - With O(breaker_tripped) (the health report's circuit breaker) nothing is drained; passing nodes
     are still resumed.
@@ -56,7 +59,8 @@ options:
     default: []
   unhealthy:
     description:
-      - Hosts that failed or did not answer, each with its reasons as C(check: detail) (the health
+      - >-
+        Hosts that failed or did not answer, each with its reasons as C(check: detail) (the health
         report's C(unhealthy)).
     type: dict
     default: {}

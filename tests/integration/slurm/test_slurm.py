@@ -191,6 +191,32 @@ def test_an_unreachable_node_is_drained_as_unreachable_then_resumed(cluster):
     assert states()["node2"] == ("idle", "")
 
 
+def test_node_check_runs_locally_and_as_slurms_health_check_program(cluster, tmp_path):
+    rc, out = health(cluster, "-e", "raygate_node_check=true", "-e", "raygate_slurm=off")
+    assert rc == 0, out[-3000:]
+    rc, out = node(2, "raygate-node-check")
+    assert rc == 0 and "node2: healthy in" in out, out
+    scenario(2, XID, tmp_path)
+    rc, out = node(2, "raygate-node-check")
+    assert rc == 1 and "node2: UNHEALTHY" in out and "fail: xid: Xid 79" in out, out
+    assert states()["node2"] == ("idle", "")  # bare, it only answers: a Prolog's failure drains
+    with open(SLURM_CONF) as fh:
+        conf = fh.read()
+    hook = "HealthCheckProgram=/usr/local/sbin/raygate-node-check-slurm\nHealthCheckInterval=5\n"
+    try:
+        with open(SLURM_CONF, "a") as fh:
+            fh.write(hook)
+        slurm_cmd("scontrol", "reconfigure")
+        wait_for(lambda: states()["node2"][1].startswith("raygate: xid: Xid 79"), "node2 drained by its health check")
+        assert states()["node1"] == states()["node3"] == ("idle", "")
+        scenario(2, HEALTHY, tmp_path)
+        wait_for(lambda: states()["node2"] == ("idle", ""), "node2 resumed by its health check")
+    finally:
+        with open(SLURM_CONF, "w") as fh:
+            fh.write(conf)
+        slurm_cmd("scontrol", "reconfigure")
+
+
 def test_inventory_plugin_lists_an_allocation_and_site_brings_ray_up_over_it(cluster):
     job = slurm_cmd("sbatch", "--parsable", "-o", "/dev/null", "-N", "3", "--wrap", "sleep 600").strip()
     wait_for(lambda: slurm_cmd("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", "running allocation")

@@ -253,6 +253,39 @@ def test_inventory_plugin_lists_an_allocation_and_site_brings_ray_up_over_it(clu
         assert node(index, "pgrep -x raylet")[0] == 1, "node%d still runs a raylet" % index
 
 
+def test_the_job_script_brings_ray_up_for_its_command_and_down_after(cluster):
+    # What the job reads must be where the batch host (node1) sees it: /srv is shared, /tmp is not.
+    base = os.path.join(STATE, "job")
+    group_vars = os.path.join(base, "group_vars")
+    os.makedirs(os.path.join(group_vars, "all"))
+    os.symlink(
+        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"),
+        os.path.join(group_vars, "ray_cluster"),
+    )
+    with open(os.path.join(group_vars, "all", "job.yml"), "w") as fh:
+        fh.write("raygate_health_report_dir: %s/health\nraygate_run_summary_dir: %s/runs\n" % (base, base))
+    payload = 'pgrep -x raylet && test -s "$RAY_AUTH_TOKEN_PATH" && echo ray-up-at=$RAY_ADDRESS'
+    rc, out = run(
+        ["sbatch", "--parsable", "-N", "3", "-o", os.path.join(base, "job-%j.out"),
+         os.path.join(ROOT, "docs", "slurm", "raygate-job.sbatch"), "bash", "-c", payload],
+        env={"SLURM_CONF": SLURM_CONF, "RAYGATE_GROUP_VARS": group_vars},
+    )  # fmt: skip
+    assert rc == 0, out
+    job = out.strip().splitlines()[-1]
+    wait_long = time.monotonic() + 900
+    while slurm_cmd("squeue", "-h", "-j", job, "-o", "%T").strip():
+        assert time.monotonic() < wait_long, "job %s still runs after 900 s" % job
+        time.sleep(2)
+    with open(os.path.join(base, "job-%s.out" % job)) as fh:
+        log = fh.read()
+    assert "ray-up-at=198.18.0.11:6379" in log, log[-4000:]
+    assert "PLAY RECAP" in log and log.count("PLAY RECAP") >= 2, log[-4000:]
+    with open(os.path.join(base, "runs", "teardown.json")) as fh:
+        assert json.load(fh)["result"] == "complete"
+    for index in (1, 2, 3):
+        assert node(index, "pgrep -x raylet")[0] == 1, "node%d still runs a raylet" % index
+
+
 def test_down_leaves_no_slurm_daemon(cluster):
     rc, out = run([SANDBOX, "slurm", "down"], timeout=300)
     assert rc == 0, out

@@ -177,21 +177,15 @@ def parse_record(line, free_reason=False):
     whose reason is free text) a ``Reason=`` value runs to its `` [user@time]`` stamp (kept as
     ``ReasonUser`` and ``ReasonTime``) or to the end of the line."""
     line = line.strip()
-    tail = ""
     at = line.find(" Reason=") + 1 if free_reason else -1
-    reason = None
-    if at > 0:
-        head, reason = line[:at], line[at + len("Reason=") :]
-        match = _REASON_TAIL.match(reason)
-        stamp = None
-        if match:
-            reason, stamp, tail = match.group(1), (match.group(2), match.group(3)), match.group(4)
-        line = head + " " + tail
-    fields = _fields(line)
-    if reason is not None:
-        fields["Reason"] = reason.strip()
-        if match:
-            fields["ReasonUser"], fields["ReasonTime"] = stamp
+    if at <= 0:
+        return _fields(line)
+    head, reason = line[:at], line[at + len("Reason=") :]
+    match = _REASON_TAIL.match(reason)
+    fields = _fields(head + " " + (match.group(4) if match else ""))
+    fields["Reason"] = (match.group(1) if match else reason).strip()
+    if match:
+        fields["ReasonUser"], fields["ReasonTime"] = match.group(2), match.group(3)
     return fields
 
 

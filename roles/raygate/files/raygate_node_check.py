@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright (c) 2026, raygate maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later

@@ -289,6 +289,7 @@ def test_the_job_script_brings_ray_up_for_its_command_and_down_after(cluster):
 def test_down_leaves_no_slurm_daemon(cluster):
     rc, out = run([SANDBOX, "slurm", "down"], timeout=300)
     assert rc == 0, out
-    left = subprocess.run(["pgrep", "-x", "slurmctld|munged|slurmd"], capture_output=True, text=True, check=False)
-    assert left.stdout == "", left.stdout
+    for name in ("slurmctld", "slurmd", "slurmstepd", "munged"):
+        left = subprocess.run(["pgrep", "-a", "-x", name], capture_output=True, text=True, check=False)
+        assert left.returncode == 1 and left.stdout == "", "%s left: %s" % (name, left.stdout + left.stderr)
     assert not os.path.exists(os.path.join(STATE, "slurm")) and not os.path.exists("/run/raygate-munge")

@@ -238,6 +238,9 @@ def test_inventory_plugin_lists_an_allocation_and_site_brings_ray_up_over_it(clu
     try:
         rc, out = run(play + [os.path.join(ROOT, "site.yml")], timeout=900)
         assert rc == 0, out[-4000:]
+        # site.yml's gate acted in Slurm too (raygate_slurm: drain in group_vars/all): all in service.
+        for index in (1, 2, 3):
+            assert "slurm node%d: in service" % index in out, out[-4000:]
         with open(cluster["base"] / "runs" / "site.json") as fh:
             assert json.load(fh)["result"] == "complete"
         rc, status = node(1, "pgrep -x raylet && pgrep -f gcs_server")

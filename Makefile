@@ -16,9 +16,10 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report node_steps run_summary
-FILTERS := port_plan plan_ports version_mismatch_table
-APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw
+MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report node_steps run_summary slurm_gate
+FILTERS := port_plan plan_ports version_mismatch_table gate_pairs gate_decision
+APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw \
+  slurmctld slurmd slurm-client munge
 # The systemd sandbox (sandbox.sh up N --systemd). No recommends: systemd-container's
 # libnss-mymachines would edit the host's /etc/nsswitch.conf.
 APT_PACKAGES_NO_RECOMMENDS := debootstrap systemd-container
@@ -107,6 +108,7 @@ lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog
 	$(BIN)/antsibull-changelog lint
 	for m in $(MODULES); do $(BIN)/ansible-doc raygate.cluster.$$m >/dev/null; done
 	for f in $(FILTERS); do $(BIN)/ansible-doc -t filter raygate.cluster.$$f >/dev/null; done
+	$(BIN)/ansible-doc -t inventory raygate.cluster.slurm >/dev/null
 
 .PHONY: sanity
 sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster
@@ -143,13 +145,19 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 
 # Each scenario suite owns the sandbox while it runs: one after the other.
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd and fault scenarios (root)
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm and health-gate scenarios (root)
 	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
-	  --ignore=tests/integration/faults
+	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/health
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(BIN)/pytest -q tests/integration/day2
 	$(BIN)/pytest -q tests/integration/systemd
 	$(BIN)/pytest -q tests/integration/faults
+	$(BIN)/pytest -q tests/integration/slurm
+	$(BIN)/pytest -q tests/integration/health
+
+.PHONY: health
+health: bootstrap wheelhouse  ## health-gate faults on a 7-node sandbox: no-Xid GPU loss, SXid, counter growth, drift, breaker, labels (root)
+	$(BIN)/pytest -q tests/integration/health
 
 .PHONY: day2
 day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-2 scenarios on a 4-node sandbox: upgrade, scale, remove_node, re-check (root, ~4 min)
@@ -158,6 +166,10 @@ day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-
 .PHONY: systemd
 systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## scenario systemd: nodes with systemd as PID 1 (root; first run builds the rootfs, ~1.5 min)
 	$(BIN)/pytest -q tests/integration/systemd
+
+.PHONY: slurm
+slurm: bootstrap wheelhouse  ## Slurm suite on a 3-node sandbox with a real Slurm: drain, resume, allocation inventory (root, ~4 min)
+	$(BIN)/pytest -q tests/integration/slurm
 
 .PHONY: faults
 faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)

@@ -44,6 +44,7 @@ ARGUMENT_SPEC = {
     "run_id": {"type": "str"},
     "write": {"type": "bool", "default": True},
     "left_hosts": {"type": "list", "elements": "str", "default": []},
+    "pair_tests": {"type": "bool", "default": True},
     "fleet_drift": {"type": "str", "default": "warn", "choices": list(fleet.MODES)},
     "fleet_expect": {"type": "dict", "default": {}},
     "breaker_threshold": {"type": "int", "default": breaker.DEFAULT_THRESHOLD},
@@ -99,7 +100,12 @@ def report_nodes(args, hostvars):
     an entry for each of ``left_hosts`` not already among them."""
     if args.get("hosts") is not None:
         nodes = gate.gate_nodes(
-            args["hosts"], hostvars, args.get("head"), args.get("head_address"), left_hosts=args["left_hosts"]
+            args["hosts"],
+            hostvars,
+            args.get("head"),
+            args.get("head_address"),
+            left_hosts=args["left_hosts"],
+            pairs=args["pair_tests"],
         )
     else:
         nodes = list(args["nodes"])

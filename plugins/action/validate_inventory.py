@@ -32,6 +32,7 @@ ARGUMENT_SPEC = {
     "head_group": {"type": "str", "default": "ray_head"},
     "worker_group": {"type": "str", "default": "ray_workers"},
     "defaults": {"type": "dict", "default": {}},
+    "pair_partner": {"type": "str", "default": ""},
 }
 
 
@@ -54,7 +55,7 @@ class ActionModule(ActionBase):
         heads = list(groups.get(head_group, []))
         workers = list(groups.get(worker_group, []))
         hostvars = {h: self._host_values(task_vars["hostvars"][h], h, defaults) for h in set(heads + workers)}
-        errors, summary = validate(head_group, heads, workers, hostvars)
+        errors, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"])
         result.update(changed=False, errors=errors, cluster=summary)
         if errors:
             result.update(failed=True, msg="the inventory is not a valid raygate cluster:\n- " + "\n- ".join(errors))

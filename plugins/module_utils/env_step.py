@@ -167,7 +167,6 @@ class NcclEnv:
             result["diff"] = self.diffs
         for warning in self.warnings:
             self.module.warn(warning)
-        result["would_change"] = bool(result.get("changed"))
         self.module.exit_json(**result)
 
 

@@ -361,5 +361,4 @@ def run(module):
     result = firewall.apply()
     for warning in firewall.warnings:
         module.warn(warning)
-    result["would_change"] = bool(result.get("changed"))
     module.exit_json(**result)

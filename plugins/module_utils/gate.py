@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ansible.module_utils.parsing.convert_bool import boolean
-
 # Registered results whose ``checks`` go into the report, with the source each is tagged with.
 RESULTS = (("raygate_gpu_health", "gpu_health"), ("raygate_nccl_single", "nccl_test"))
 PAIRS_RESULT = "raygate_nccl_pairs"
@@ -46,26 +44,26 @@ def no_pair_check():
     return {"name": "nccl_pairs", "status": "skip", "source": "nccl_pairs", "detail": NO_PAIR_DETAIL}
 
 
-def node_checks(hv, address):
+def node_checks(hv, address, pairs=True):
     """One node's checks: gpu_health's, then nccl_test's (single), then its pair result's.
 
     A skipped task registered no checks. The pair test runs once for all nodes (its result is
-    the same on every host) and reports per node under ``nodes[<address>]``; a pair candidate
-    (``raygate_gate_pair_candidate``) missing there gets ``no_pair_check()``.
+    the same on every host) and reports per node under ``nodes[<address>]``; when the gate runs
+    pair tests (``pairs``), a pair candidate (pair_candidate) missing there gets ``no_pair_check()``.
     """
     checks = []
     for name, source in RESULTS:
         checks += tagged(_result(hv, name).get("checks"), source)
-    pairs = _result(hv, PAIRS_RESULT).get("nodes")
-    pairs = pairs if isinstance(pairs, Mapping) else {}
-    if address in pairs:
-        checks += tagged((pairs[address] or {}).get("checks"), "nccl_pairs")
-    elif boolean(hv.get("raygate_gate_pair_candidate", False), strict=False):
+    tested = _result(hv, PAIRS_RESULT).get("nodes")
+    tested = tested if isinstance(tested, Mapping) else {}
+    if address in tested:
+        checks += tagged((tested[address] or {}).get("checks"), "nccl_pairs")
+    elif pairs and pair_candidate(hv):
         checks.append(no_pair_check())
     return checks
 
 
-def gate_entry(host, hv, head):
+def gate_entry(host, hv, head, pairs=True):
     """The report entry of one host that ran the gate, from its variables ``hv``.
 
     Its role is head when it is ``head``; skip_reason only when its status is skipped; its
@@ -84,7 +82,7 @@ def gate_entry(host, hv, head):
         "status": status,
         "skip_reason": str(hv.get("raygate_gate_skip_reason") or "") if status == "skipped" else "",
         "fingerprint": _result(hv, "raygate_gpu_health").get("fingerprint") or None,
-        "checks": node_checks(hv, address),
+        "checks": node_checks(hv, address, pairs),
     }
 
 
@@ -105,7 +103,7 @@ def head_placeholder(head, address):
     }
 
 
-def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=()):
+def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=(), pairs=True):
     """The report's ``nodes`` for the play's ``hosts`` (in that order), from ``hostvars``.
 
     Then, when ``head`` is neither among ``hosts`` nor ``left_hosts`` (it is outside this run),
@@ -117,9 +115,79 @@ def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=()):
     for host in hosts:
         if host not in hostvars:
             raise ValueError("host %s is not in the inventory" % host)
-        nodes.append(gate_entry(host, hostvars[host], head))
+        nodes.append(gate_entry(host, hostvars[host], head, pairs))
     if head and head not in hosts and head not in left_hosts:
         if not head_address:
             head_address = host_address(hostvars[head] if head in hostvars else {}, head)
         nodes.append(head_placeholder(head, str(head_address)))
     return nodes
+
+
+def pair_transport(fabric, require_gdr=True, wanted=""):
+    """The transport the pair tests must see: ``wanted`` when given; else any transport without RDMA
+    (``fabric`` none), GDRDMA when GPUDirect RDMA is required, else any RDMA one (no Socket)."""
+    if wanted:
+        return wanted
+    if fabric == "none":
+        return "any"
+    return "GDRDMA" if require_gdr else "no_socket"
+
+
+def pair_candidate(hv):
+    """Whether a host goes on to the pair tests: the gate checked it, its GPUs are healthy and its
+    single-node nccl-test, when that ran (not skipped: raygate_health_nccl off), passed."""
+    if hv.get("raygate_gate_status") != "checked":
+        return False
+    if not _result(hv, "raygate_gpu_health").get("healthy"):
+        return False
+    single = _result(hv, "raygate_nccl_single")
+    if not single or single.get("skipped"):
+        return True
+    return bool(single.get("healthy"))
+
+
+def pair_plan(play_hosts, hostvars, partner="", require_gdr=True, require_transport="", default_fabric="auto"):
+    """Who runs the pair tests, from where and judged how.
+
+    ``play_hosts``: the hosts still in the play, in order; a host takes part when pair_candidate
+    says so. ``partner``: a cluster host known to work (``raygate_health_pair_partner``), added as
+    ``known_good`` unless it is under test itself or nobody is. The launcher is the first candidate,
+    and its fabric (as gpu_health found it) is the pairs' fabric. Returns ``{launcher, hosts,
+    known_good, fabric, require_transport}`` (``args``: the last four, as nccl_test's options):
+    ``hosts`` are addresses (partner last); fewer than two means there is nothing to pair.
+    """
+    candidates = [h for h in play_hosts if pair_candidate(hostvars[h])]
+    known_good = []
+    if partner and candidates and partner not in candidates:
+        known_good = [host_address(hostvars[partner], partner) if partner in hostvars else partner]
+    launcher = candidates[0] if candidates else (play_hosts[0] if play_hosts else None)
+    found = ((hostvars[launcher].get("raygate_gpu_health") or {}) if launcher else {}).get("fabric") or {}
+    fabric = found.get("fabric") or default_fabric
+    args = {
+        "hosts": [host_address(hostvars[h], h) for h in candidates] + known_good,
+        "known_good": known_good,
+        "fabric": fabric,
+        "require_transport": pair_transport(fabric, _truthy(require_gdr), require_transport),
+    }
+    return dict(args, launcher=launcher, args=dict(args))
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)
+
+
+def gate_decision(num_gpus, running_pid=None, check_all=False, recheck_running=False):
+    """Whether the gate checks a node: ``{status: checked|skipped, skip_reason}``.
+
+    A node without GPUs is skipped; so is a running member (its raylet ``running_pid``) unless
+    every node is checked (health.yml, ``check_all``) or ``recheck_running`` asks for it.
+    """
+    gpus = int(num_gpus or 0)
+    if gpus == 0:
+        return {"status": "skipped", "skip_reason": "no GPUs on this node (raygate_num_gpus: 0)"}
+    if running_pid not in (None, "") and not _truthy(check_all) and not _truthy(recheck_running):
+        reason = "already a running member (pid %s); health.yml re-checks it" % running_pid
+        return {"status": "skipped", "skip_reason": reason}
+    return {"status": "checked", "skip_reason": ""}

@@ -299,7 +299,6 @@ def present(module, inst):
     actual_py = py_version if module.check_mode and needs_install else inst.python_version(venv_python)
     module.exit_json(
         changed=changed,
-        would_change=changed,
         venv=venv,
         installed=needs_install,
         current=venv if params["set_current"] else current_target(params["base_dir"]),
@@ -328,9 +327,7 @@ def absent(module, inst):
             os.unlink(link)
     if not version and os.path.isdir(base_dir) and not module.check_mode and not os.listdir(base_dir):
         os.rmdir(base_dir)
-    module.exit_json(
-        changed=bool(removed), would_change=bool(removed), removed=removed, current=current_target(base_dir)
-    )
+    module.exit_json(changed=bool(removed), removed=removed, current=current_target(base_dir))
 
 
 ARGUMENT_SPEC = dict(

@@ -100,7 +100,17 @@ def _agree(name, per_host, errors):
         errors.append("%s differs between hosts (%s); every node of a cluster needs the same value" % (name, listing))
 
 
-def validate(head_group, heads, workers, hostvars):
+def check_pair_partner(partner, members):
+    """The health gate's pair partner (raygate_health_pair_partner) must be a member of the cluster."""
+    if not partner or partner in members:
+        return []
+    return [
+        "raygate_health_pair_partner is %s, which is not a host of the cluster (%s); name a member whose GPUs "
+        "may run a short nccl-test, or leave it empty" % (partner, ", ".join(members) or "no hosts")
+    ]
+
+
+def validate(head_group, heads, workers, hostvars, pair_partner=""):
     """Validate the cluster; returns (errors, summary)."""
     errors = check_groups(head_group, heads, workers)
     plans, ips = {}, {}
@@ -119,6 +129,7 @@ def validate(head_group, heads, workers, hostvars):
     _agree("raygate_ray_version", {h: str(hostvars[h].get("ray_version")) for h in members}, errors)
     _agree("the port plan (raygate_ports, raygate_port_offset)", plans, errors)
     _agree("raygate_auth", {h: bool(hostvars[h].get("auth")) for h in members}, errors)
+    errors += check_pair_partner(pair_partner, list(dict.fromkeys(members)))
     head = heads[0] if len(heads) == 1 else None
     summary = {
         "head": head,

@@ -712,5 +712,4 @@ def run(module):
         result["diff"] = node.diff
     for warning in node.warnings:
         module.warn(warning)
-    result["would_change"] = bool(result.get("changed"))
     module.exit_json(**result)

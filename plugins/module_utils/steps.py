@@ -80,6 +80,31 @@ class StepModule:
         raise StepFailed(self.name, msg, **kwargs)
 
 
+def no_log_values(spec, params):
+    """The text of every value ``params`` holds for a ``no_log`` option of ``spec`` (suboptions too).
+
+    AnsibleModule masks these in everything it returns; a step's parent must learn them itself.
+    """
+    found = set()
+    for key, option in spec.items():
+        value = (params or {}).get(key)
+        if value is None:
+            continue
+        if option.get("no_log"):
+            if isinstance(value, (list, tuple, set)):
+                found.update(str(v) for v in value if v not in (None, ""))
+            elif isinstance(value, dict):
+                found.update(str(v) for v in value.values() if v not in (None, ""))
+            elif value != "":
+                found.add(str(value))
+        sub = option.get("options")
+        if sub:
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, dict):
+                    found.update(no_log_values(sub, item))
+    return found
+
+
 def validate(parent_module, name, impl, args):
     """``args`` checked against ``impl.ARGUMENT_SPEC`` (defaults applied, types coerced).
 
@@ -89,7 +114,7 @@ def validate(parent_module, name, impl, args):
     spec = copy.deepcopy(impl.ARGUMENT_SPEC)  # defaults are handed out by reference: keep the spec's own
     relations = {key: getattr(impl, attr) for key, attr in CONSTRAINTS if getattr(impl, attr, None)}
     checked = ArgumentSpecValidator(spec, **relations).validate(args or {})
-    parent_module.no_log_values.update(checked._no_log_values)
+    parent_module.no_log_values.update(no_log_values(spec, checked.validated_parameters))
     problems = []
     for error in checked.errors.errors:
         if isinstance(error, UnsupportedError):

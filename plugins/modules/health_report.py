@@ -138,6 +138,13 @@ options:
     elements: str
     default: []
     version_added: 0.4.0
+  pair_tests:
+    description:
+      - Whether the gate ran nccl-tests between pairs of nodes (C(raygate_health_nccl_pairs)). Only
+        used with O(hosts).
+    type: bool
+    default: true
+    version_added: 0.5.0
   hosts:
     description:
       - The play's hosts that ran the role's gate (C(ansible_play_hosts)), instead of O(nodes).
@@ -149,8 +156,9 @@ options:
       - Its checks are those of the registered results C(raygate_gpu_health) (source
         V(gpu_health)), C(raygate_nccl_single) (source V(nccl_test)) and the host's entry of
         C(raygate_nccl_pairs.nodes), keyed by C(raygate_gate_address) (source V(nccl_pairs)); a
-        skipped task adds none. A host with C(raygate_gate_pair_candidate) true but no entry there
-        gets a skipped V(nccl_pairs) check saying no other node was there to test the network with.
+        skipped task adds none. With O(pair_tests), a pair candidate (checked, C(raygate_gpu_health.healthy)
+        and, when it ran, C(raygate_nccl_single.healthy)) without an entry there gets a skipped
+        V(nccl_pairs) check saying no other node was there to test the network with.
       - Its fingerprint is C(raygate_gpu_health.fingerprint).
       - Its role is V(head) for O(head), else V(worker).
       - When O(head) is neither in O(hosts) nor in O(left_hosts) (it is outside this run, for

@@ -141,11 +141,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-would_change:
-  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
-  returned: always
-  type: bool
-  sample: false
 fabric:
   description: What was detected on the node.
   returned: when O(state=present)

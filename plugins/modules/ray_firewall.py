@@ -220,11 +220,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-would_change:
-  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
-  returned: always
-  type: bool
-  sample: false
 backend:
   description: The backend used.
   returned: always

@@ -143,11 +143,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-would_change:
-  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
-  returned: always
-  type: bool
-  sample: false
 venv:
   description: Path of the virtualenv of this version.
   returned: when state is present

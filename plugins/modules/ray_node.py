@@ -285,11 +285,6 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-would_change:
-  description: C(changed) under its own name, kept when C(changed_when) hides a check-mode prediction.
-  returned: always
-  type: bool
-  sample: false
 pid:
   description: PID of the raylet when the node is running.
   returned: when state is started

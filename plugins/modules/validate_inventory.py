@@ -44,6 +44,13 @@ options:
         V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level)).
     type: dict
     default: {}
+  pair_partner:
+    description:
+      - The health gate's pair partner (C(raygate_health_pair_partner)); when set it must be a host of
+        O(head_group) or O(worker_group).
+    type: str
+    default: ""
+    version_added: 0.5.0
 """
 
 EXAMPLES = r"""

@@ -15,7 +15,7 @@ importer_venv=$root/.build/importer-venv
 GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
   health_report node_steps run_summary)
-FILTERS=(port_plan plan_ports version_mismatch_table)
+FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision)
 PLAYBOOKS=(site health teardown)
 
 tmp=$(mktemp -d)

@@ -10,6 +10,8 @@
 #   sandbox.sh exec I CMD..  run CMD inside node I (all its namespaces)
 #   sandbox.sh ssh I [CMD]   ssh into node I as root with the sandbox key
 #   sandbox.sh inventory     YAML inventory fragment for the running nodes
+#   sandbox.sh slurm up|down|status|env
+#                            a real Slurm over the nodes (slurm.sh): slurmctld on this host, slurmd in each
 #   sandbox.sh scenario I F  install JSON file F as node I's hardware scenario (keys fabric, gpu),
 #                            rebuild its simulated sysfs tree, GPU files and kernel log, and publish
 #                            F for the other nodes' mpirun as $STATE/sim/scenarios/{<ip>,node<I>}.json
@@ -162,6 +164,10 @@ poweroff_systemd_nodes() {
 
 cmd_down() {
     local pids=() pid f ns link deadline cg sub
+    # Slurm's daemons on this host (slurm.sh) would outlive the nodes: stop them first.
+    if [[ -d "${STATE}/slurm" || -d /run/raygate-slurm ]]; then
+        "${HERE}/slurm.sh" down
+    fi
     if [[ $(sandbox_mode) == systemd ]]; then
         poweroff_systemd_nodes
     fi
@@ -561,7 +567,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -597,6 +603,7 @@ main() {
     ssh) cmd_ssh "$@" ;;
     inventory) cmd_inventory ;;
     scenario) cmd_scenario "$@" ;;
+    slurm) exec "${HERE}/slurm.sh" "$@" ;;
     *) usage ;;
     esac
 }

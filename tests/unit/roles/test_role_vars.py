@@ -77,7 +77,7 @@ def member_task():
         (task,) = yaml.safe_load(fh)
     return {
         "ansible.builtin.set_fact": {
-            "fw": task["raygate.cluster.node_steps"]["ray_firewall"],
+            "fw": task["module_defaults"]["raygate.cluster.ray_firewall"],
             "manage": "{{ %s }}" % task["when"],
         },
         "vars": task["vars"],

@@ -270,11 +270,14 @@ def gate_vars(address, status="checked", candidate=True, pairs=None, **extra):
         "raygate_gate_status": status,
         "raygate_gate_skip_reason": "already a running member (pid 7); health.yml re-checks it",
         "raygate_gate_address": address,
-        "raygate_gate_pair_candidate": ran and candidate,
         "raygate_gpu_health": {"healthy": True, "checks": [result("gpu_count", "pass", "8 GPUs", 8, 8)]}
         if ran
         else SKIPPED,
-        "raygate_nccl_single": {"healthy": True, "checks": [result("nccl_busbw", "pass", "480", 480.0, 460.0)]}
+        # A node that is no pair candidate: its single-node test failed.
+        "raygate_nccl_single": {
+            "healthy": bool(candidate),
+            "checks": [result("nccl_busbw", "pass" if candidate else "fail", "480", 480.0, 460.0)],
+        }
         if ran
         else SKIPPED,
         "raygate_nccl_pairs": pairs or SKIPPED,
@@ -346,8 +349,8 @@ def test_hosts_no_skip_check_with_a_pair_result_or_without_candidacy(tmp_path):
 
 
 def test_hosts_a_skipped_node(tmp_path):
-    hostvars = {"node1": gate_vars("10.0.0.1", candidate=False), "node2": gate_vars("10.0.0.2", status="skipped")}
-    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"]), hostvars)
+    hostvars = {"node1": gate_vars("10.0.0.1"), "node2": gate_vars("10.0.0.2", status="skipped")}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"], pair_tests=False), hostvars)
     node2 = saved_nodes(tmp_path)["node2"]
     assert (node2["status"], node2["verdict"], node2["checks"]) == ("skipped", "skipped", [])
     assert node2["skip_reason"] == "already a running member (pid 7); health.yml re-checks it"
@@ -357,8 +360,8 @@ def test_hosts_a_skipped_node(tmp_path):
 
 
 def test_hosts_the_head_outside_the_run_is_a_placeholder(tmp_path):
-    hostvars = {"node1": {"raygate_node_ip": "10.9.9.9"}, "node2": gate_vars("10.0.0.2", candidate=False)}
-    res = run_action_with_hostvars(hosts_args(tmp_path, ["node2"]), hostvars)
+    hostvars = {"node1": {"raygate_node_ip": "10.9.9.9"}, "node2": gate_vars("10.0.0.2")}
+    res = run_action_with_hostvars(hosts_args(tmp_path, ["node2"], pair_tests=False), hostvars)
     nodes = saved_nodes(tmp_path)
     assert list(nodes) == ["node2", "node1"]
     assert {k: nodes["node1"][k] for k in ("role", "address", "status", "skip_reason", "verdict")} == {
@@ -372,8 +375,8 @@ def test_hosts_the_head_outside_the_run_is_a_placeholder(tmp_path):
 
 
 def test_hosts_the_head_in_the_run_gets_no_placeholder(tmp_path):
-    hostvars = {"node1": gate_vars("10.0.0.1", candidate=False), "node2": gate_vars("10.0.0.2", candidate=False)}
-    run_action_with_hostvars(hosts_args(tmp_path, ["node2", "node1"]), hostvars)
+    hostvars = {"node1": gate_vars("10.0.0.1"), "node2": gate_vars("10.0.0.2")}
+    run_action_with_hostvars(hosts_args(tmp_path, ["node2", "node1"], pair_tests=False), hostvars)
     nodes = saved_nodes(tmp_path)
     assert list(nodes) == ["node2", "node1"]
     assert (nodes["node1"]["status"], nodes["node1"]["verdict"]) == ("checked", "pass")
@@ -382,10 +385,12 @@ def test_hosts_the_head_in_the_run_gets_no_placeholder(tmp_path):
 def test_hosts_left_hosts_are_reported_and_a_head_that_left_is_no_placeholder(tmp_path):
     hostvars = {
         "node1": {"raygate_out": {"status": "unreachable", "task": "health gate", "error": "no answer"}},
-        "node2": gate_vars("10.0.0.2", candidate=False),
+        "node2": gate_vars("10.0.0.2"),
         "node4": {"raygate_out": {"status": "failed", "task": "install ray", "error": "pip exited 1"}},
     }
-    args = hosts_args(tmp_path, ["node2"], left_hosts=["node4", "node1", "node2"], breaker_threshold=0)
+    args = hosts_args(
+        tmp_path, ["node2"], left_hosts=["node4", "node1", "node2"], breaker_threshold=0, pair_tests=False
+    )
     res = run_action_with_hostvars(args, hostvars)
     nodes = saved_nodes(tmp_path)
     assert list(nodes) == ["node2", "node4", "node1"]
@@ -398,8 +403,8 @@ def test_hosts_left_hosts_are_reported_and_a_head_that_left_is_no_placeholder(tm
 
 
 def test_hosts_without_head_address_take_the_heads_host_variables(tmp_path):
-    hostvars = {"node1": {"ansible_host": "192.0.2.1"}, "node2": gate_vars("10.0.0.2", candidate=False)}
-    args = hosts_args(tmp_path, ["node2"])
+    hostvars = {"node1": {"ansible_host": "192.0.2.1"}, "node2": gate_vars("10.0.0.2")}
+    args = hosts_args(tmp_path, ["node2"], pair_tests=False)
     del args["head_address"]
     run_action_with_hostvars(args, hostvars)
     assert saved_nodes(tmp_path)["node1"]["address"] == "192.0.2.1"
@@ -454,7 +459,8 @@ def test_hosts_and_the_roles_old_nodes_give_the_same_report(tmp_path):
             ]
             + (
                 [{"name": "nccl_pairs", "status": "skip", "source": "nccl_pairs", "detail": LONE_DETAIL}]
-                if hostvars[host]["raygate_gate_pair_candidate"]
+                if hostvars[host]["raygate_gate_status"] == "checked"
+                and hostvars[host]["raygate_nccl_single"]["healthy"]
                 and hostvars[host]["raygate_gate_address"] not in both["nodes"]
                 else []
             ),

@@ -66,3 +66,16 @@ def test_health_labels_of_a_node_that_passed_in_this_run():
     assert health_labels({"skipped": True}, "w1") == {}
     with pytest.raises(AnsibleFilterError, match="fingerprint_hash"):
         health_labels(report, "w1", fingerprint_hash=12)
+
+
+def test_gate_pairs_refuses_a_partner_outside_the_inventory():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.raygate.cluster.plugins.filter import gate as gate_filter
+
+    hostvars = {"n1": {"raygate_gate_status": "checked", "raygate_gpu_health": {"healthy": True}}}
+    with pytest.raises(AnsibleFilterError, match="pair partner 'ghost'"):
+        gate_filter.gate_pairs(["n1"], hostvars, partner="ghost")
+    assert gate_filter.gate_pairs(["n1"], hostvars)["hosts"] == ["n1"]
+    with pytest.raises(AnsibleFilterError, match="raygate_num_gpus must be a whole number"):
+        gate_filter.gate_decision("eight")

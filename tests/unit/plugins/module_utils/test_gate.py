@@ -32,9 +32,9 @@ def checked(address, candidate=True, pair_result=None, **extra):
         "raygate_gate_status": "checked",
         "raygate_gate_skip_reason": "no GPUs on this node (raygate_num_gpus: 0)",
         "raygate_gate_address": address,
-        "raygate_gate_pair_candidate": candidate,
         "raygate_gpu_health": {"changed": False, "healthy": True, "checks": GPU, "fingerprint": FINGERPRINT},
-        "raygate_nccl_single": {"changed": False, "healthy": True, "checks": SINGLE},
+        # No pair candidate: its single-node nccl-test failed.
+        "raygate_nccl_single": {"changed": False, "healthy": bool(candidate), "checks": SINGLE},
         "raygate_nccl_pairs": SKIPPED if pair_result is None else pair_result,
     }
     hv.update(extra)
@@ -46,7 +46,6 @@ def skipped(address, reason="already a running member (pid 42); health.yml re-ch
         "raygate_gate_status": "skipped",
         "raygate_gate_skip_reason": reason,
         "raygate_gate_address": address,
-        "raygate_gate_pair_candidate": False,
         "raygate_gpu_health": SKIPPED,
         "raygate_nccl_single": SKIPPED,
         "raygate_nccl_pairs": SKIPPED if pair_result is None else pair_result,
@@ -86,8 +85,11 @@ def test_only_the_nodes_own_pair_result_is_taken():
 
 
 def test_skipped_tasks_add_no_checks():
-    hv = checked("10.0.0.1", candidate=False, raygate_nccl_single=SKIPPED)
-    assert sources(gate.node_checks(hv, "10.0.0.1")) == [("gpu_count", "gpu_health"), ("xid", "gpu_health")]
+    hv = checked("10.0.0.1", raygate_nccl_single=SKIPPED)
+    assert sources(gate.node_checks(hv, "10.0.0.1", pairs=False)) == [
+        ("gpu_count", "gpu_health"),
+        ("xid", "gpu_health"),
+    ]
     assert gate.node_checks(skipped("10.0.0.3"), "10.0.0.3") == []
 
 
@@ -124,15 +126,96 @@ def test_a_pair_result_without_checks_still_counts_as_tested():
     assert sources(gate.node_checks(hv, "10.0.0.1"))[-1] == ("nccl_busbw", "nccl_test")
 
 
-@pytest.mark.parametrize("candidate", [False, "false", None])
-def test_no_skip_check_for_a_node_that_was_no_candidate(candidate):
-    assert LONE not in gate.node_checks(checked("10.0.0.1", candidate=candidate), "10.0.0.1")
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"raygate_nccl_single": {"healthy": False, "checks": []}},
+        {"raygate_gpu_health": {"healthy": False, "checks": []}},
+        {"raygate_gpu_health": SKIPPED},
+        {"raygate_gate_status": "skipped"},
+    ],
+    ids=["single-test-failed", "gpus-unhealthy", "gpu-checks-skipped", "not-checked"],
+)
+def test_no_skip_check_for_a_node_that_was_no_candidate(change):
+    assert LONE not in gate.node_checks(checked("10.0.0.1", **change), "10.0.0.1")
 
 
-def test_no_skip_check_without_the_candidate_fact():
-    hv = checked("10.0.0.1")
-    del hv["raygate_gate_pair_candidate"]
-    assert LONE not in gate.node_checks(hv, "10.0.0.1")
+def test_a_node_is_a_candidate_when_the_single_test_did_not_run():
+    """raygate_health_nccl off: the single-node test is skipped, the GPUs' verdict decides."""
+    assert gate.node_checks(checked("10.0.0.1", raygate_nccl_single=SKIPPED), "10.0.0.1")[-1] == LONE
+
+
+def test_no_skip_check_when_the_gate_runs_no_pair_tests():
+    assert LONE not in gate.node_checks(checked("10.0.0.1"), "10.0.0.1", pairs=False)
+
+
+# ---- the pair plan and the gate's decision ------------------------------------------------
+
+
+def _plan_vars():
+    return {
+        "n1": checked("10.0.0.1", raygate_gpu_health={"healthy": True, "fabric": {"fabric": "ib"}}),
+        "n2": checked("10.0.0.2", candidate=False),
+        "n3": checked("10.0.0.3", ansible_host="10.9.9.3", raygate_node_ip=""),
+        "n4": checked("10.0.0.4", raygate_node_ip="10.0.0.4"),
+    }
+
+
+def test_pair_plan_takes_the_candidates_in_play_order_from_the_first():
+    hv = _plan_vars()
+    plan = gate.pair_plan(["n2", "n1", "n3"], hv)
+    assert plan["launcher"] == "n1"
+    assert plan["hosts"] == ["n1", "10.9.9.3"]  # no raygate_node_ip: ansible_host, else the name
+    assert (plan["fabric"], plan["require_transport"], plan["known_good"]) == ("ib", "GDRDMA", [])
+    assert plan["args"] == {k: plan[k] for k in ("hosts", "known_good", "fabric", "require_transport")}
+
+
+def test_pair_plan_adds_a_partner_outside_the_test_as_known_good():
+    hv = _plan_vars()
+    plan = gate.pair_plan(["n1"], hv, partner="n4")
+    assert plan["hosts"] == ["n1", "10.0.0.4"] and plan["known_good"] == ["10.0.0.4"]
+    # Under test itself, or with nobody to pair: no partner.
+    assert gate.pair_plan(["n1", "n4"], hv, partner="n4")["known_good"] == []
+    assert gate.pair_plan(["n2"], hv, partner="n4") == dict(
+        gate.pair_plan(["n2"], hv, partner="n4"), hosts=[], known_good=[], launcher="n2"
+    )
+
+
+@pytest.mark.parametrize(
+    "fabric, gdr, wanted, expected",
+    [
+        ("ib", True, "", "GDRDMA"),
+        ("efa", False, "", "no_socket"),
+        ("none", True, "", "any"),
+        ("ib", True, "any", "any"),
+    ],
+)
+def test_pair_transport(fabric, gdr, wanted, expected):
+    assert gate.pair_transport(fabric, gdr, wanted) == expected
+
+
+def test_pair_plan_falls_back_to_the_given_fabric():
+    hv = _plan_vars()
+    assert gate.pair_plan(["n3", "n4"], hv, default_fabric="none")["require_transport"] == "any"
+
+
+@pytest.mark.parametrize(
+    "gpus, pid, check_all, recheck, status",
+    [
+        (8, None, False, False, "checked"),
+        (0, None, True, True, "skipped"),
+        ("8", 4242, False, False, "skipped"),
+        (8, 4242, True, False, "checked"),
+        (8, 4242, "false", "true", "checked"),
+        (8, "", False, False, "checked"),
+    ],
+)
+def test_gate_decision(gpus, pid, check_all, recheck, status):
+    decided = gate.gate_decision(gpus, pid, check_all, recheck)
+    assert decided["status"] == status
+    assert bool(decided["skip_reason"]) == (status == "skipped")
+    if status == "skipped" and pid:
+        assert "pid %s" % pid in decided["skip_reason"]
 
 
 def test_the_skip_check_is_a_valid_report_check():

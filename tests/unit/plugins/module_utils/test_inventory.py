@@ -1,5 +1,6 @@
 import pytest
 
+from ansible_collections.raygate.cluster.plugins.module_utils import inventory
 from ansible_collections.raygate.cluster.plugins.module_utils.inventory import validate
 
 
@@ -109,3 +110,10 @@ def test_resources_must_be_explicit():
 def test_default_extra_required():
     errors = run(cluster(node1={"ray_extras": []}))[0]
     assert any("lacks 'default'" in e for e in errors)
+
+
+def test_the_pair_partner_must_be_a_member():
+    assert inventory.check_pair_partner("", ["h", "w1"]) == []
+    assert inventory.check_pair_partner("w1", ["h", "w1"]) == []
+    [error] = inventory.check_pair_partner("w9", ["h", "w1"])
+    assert "raygate_health_pair_partner is w9" in error and "(h, w1)" in error

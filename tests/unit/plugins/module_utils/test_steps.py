@@ -7,7 +7,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.raygate.cluster.plugins.module_utils import install_step, node_step
+from ansible_collections.raygate.cluster.plugins.module_utils import install_step, node_step, steps
 from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepFailed, StepModule, run_step
 
 SPEC = dict(
@@ -200,3 +200,18 @@ def test_a_real_parent_masks_the_steps_no_log_values_in_its_output(capsys):
     out = capsys.readouterr().out
     assert "hunter2-token" not in out  # ...masked in what leaves it
     assert json.loads(out)["results"]["demo"]["note"] == "token ********"
+
+
+def test_no_log_values_reach_into_suboptions_and_lists():
+    spec = {
+        "token": {"type": "str", "no_log": True},
+        "plain": {"type": "str"},
+        "backends": {
+            "type": "list",
+            "elements": "dict",
+            "options": {"password": {"type": "str", "no_log": True}, "host": {"type": "str"}},
+        },
+    }
+    params = {"token": "t0k", "plain": "seen", "backends": [{"password": "pw1", "host": "h"}, {"host": "h2"}]}
+    assert steps.no_log_values(spec, params) == {"t0k", "pw1"}
+    assert steps.no_log_values(spec, {"token": None, "plain": "x"}) == set()

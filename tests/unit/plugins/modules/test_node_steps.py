@@ -91,7 +91,7 @@ def test_a_step_returns_exactly_what_its_module_returns(name, main, case, tmp_pa
     else:
         assert "failed" not in together
         assert together["changed"] == alone["changed"]
-        assert together["would_change"] == alone["would_change"]
+        assert together["changed"] == alone["changed"]
 
 
 # -- nccl_env over a simulated sysfs tree -------------------------------------------------------
@@ -202,7 +202,7 @@ def fakes(monkeypatch):
             state.ran.append((name, module.check_mode, dict(module.params)))
             if name in state.fail:
                 module.fail_json(msg="%s broke" % name, detail=name)
-            module.exit_json(changed=name in state.changed, would_change=name in state.changed, who=name)
+            module.exit_json(changed=name in state.changed, who=name)
 
         return SimpleNamespace(ARGUMENT_SPEC=dict(x=dict(type="int", default=1)), run=run)
 
@@ -219,8 +219,8 @@ def test_the_default_order_and_only_the_given_steps(fakes):
     result = call(node_steps.main, {"ray_firewall": {}, "ray_install": {}, "nccl_env": {}})
     assert names(fakes) == ["ray_install", "nccl_env", "ray_firewall"]
     assert result["steps"] == ["ray_install", "nccl_env", "ray_firewall"]
-    assert result["changed"] is False and result["would_change"] is False
-    assert result["step_results"]["nccl_env"] == {"changed": False, "would_change": False, "who": "nccl_env"}
+    assert result["changed"] is False and "would_change" not in result
+    assert result["step_results"]["nccl_env"] == {"changed": False, "who": "nccl_env"}
 
 
 def test_order_is_honoured(fakes):
@@ -235,10 +235,10 @@ def test_steps_get_their_validated_options(fakes):
     assert [params for _name, _check, params in fakes.ran] == [{"x": 7}, {"x": 1}]
 
 
-def test_changed_and_would_change_are_any_steps(fakes):
+def test_changed_is_any_steps(fakes):
     fakes.changed.add("nccl_env")
     result = call(node_steps.main, {"ray_install": {}, "nccl_env": {}})
-    assert result["changed"] is True and result["would_change"] is True
+    assert result["changed"] is True
     assert result["step_results"]["ray_install"]["changed"] is False
 
 
@@ -300,7 +300,7 @@ def test_check_mode_reaches_every_step(fakes):
 
 def test_no_step_given_changes_nothing(fakes):
     result = call(node_steps.main, {})
-    assert result == {"changed": False, "would_change": False, "steps": [], "step_results": {}}
+    assert result == {"changed": False, "steps": [], "step_results": {}}
 
 
 # -- validation by the real implementations ---------------------------------------------------
@@ -477,7 +477,7 @@ def test_check_mode_over_every_step_changes_nothing_on_disk(tmp_path, monkeypatc
             },
             {"cmd": ["/usr/sbin/nft", "-c", "-f", "-"], "data_contains": ["table inet raygate"]},
         ],
-        "expect": {"changed": True, "would_change": True, "steps": node_steps.ORDER},
+        "expect": {"changed": True, "steps": node_steps.ORDER},
         "absent": ["{tmp}/opt", "{tmp}/etc", "{tmp}/run"],
     }
     before = snapshot(str(tmp_path))
@@ -485,6 +485,6 @@ def test_check_mode_over_every_step_changes_nothing_on_disk(tmp_path, monkeypatc
     assert snapshot(str(tmp_path)) == before
     assert "failed" not in result, result.get("msg")
     for name in node_steps.ORDER:
-        assert result["step_results"][name]["would_change"] is True, name
+        assert result["step_results"][name]["changed"] is True, name
     env_file = str(tmp_path / "etc" / "raygate" / "nccl.env")
     assert [d["after_header"] for d in result["diff"]] == ["ray_node", env_file, "ray_firewall"]

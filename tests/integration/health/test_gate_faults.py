@@ -1,0 +1,158 @@
+"""Health gate faults (issue 16): 7 sandbox nodes, health.yml alone (no Ray), one fault class per node.
+
+Shows, from the real playbook over SSH and the simulators' real output formats:
+- a GPU failure without an Xid (fallen off the bus) and an NVSwitch SXid: the node is left out,
+  with the check, its severity and its recommended action in the report;
+- a port error counter that grows while nccl-tests run: that port is blamed;
+- a node whose VBIOS differs from the fleet's: flagged by the fleet view, still allocatable;
+- a fleet-wide failure: the circuit breaker stops the gate instead of evicting.
+The last test brings Ray up on three healthy nodes and finds the gate's labels in `ray list nodes`.
+
+Run on its own (`pytest tests/integration/health`, part of `make integration`): it owns the sandbox.
+"""
+
+import json
+import os
+
+import pytest
+from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, run
+
+pytestmark = needs_root
+
+NODES = 7
+HEALTHY = {"gpu": {"model": "H100"}}
+FAULTS = {
+    2: {"gpu": {"model": "H100", "faults": [{"type": "fallen_off_bus", "gpu": 5}]}},
+    3: {"gpu": {"model": "H100", "faults": [{"type": "sxid", "sxid": 20034, "switch": 1, "port": 28}]}},
+    4: {"fabric": {"type": "ib", "grow_in_test": {"3": {"symbol_error": 40, "link_downed": 1}}}},
+    5: {"gpu": {"model": "H100", "vbios": "96.00.99.00.01"}},
+}
+
+
+def hosts_yml(members):
+    head, workers = members[0], members[1:]
+    lines = ["---", "ray_cluster:", "  children:", "    ray_head:", "      hosts:"]
+    lines += ["        node%d:" % head, "          ansible_host: 198.18.0.%d" % (10 + head)]
+    lines += ["    ray_workers:", "      hosts:"]
+    for i in workers:
+        lines += ["        node%d:" % i, "          ansible_host: 198.18.0.%d" % (10 + i)]
+    return "\n".join(lines) + "\n"
+
+
+def inventory(base, name, members, extra=""):
+    inv = base / name
+    (inv / "group_vars" / "all").mkdir(parents=True)
+    os.symlink(
+        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
+    )
+    (inv / "hosts.yml").write_text(hosts_yml(members))
+    (inv / "group_vars" / "all" / "health.yml").write_text(
+        "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/%s-health\n"
+        "raygate_run_summary_dir: %s/%s-runs\nraygate_confirm: false\n%s" % (base, base, name, base, name, extra)
+    )
+    return str(inv)
+
+
+def scenario(base, index, spec):
+    path = base / ("scenario-node%d.json" % index)
+    path.write_text(json.dumps(spec))
+    rc, out = run([SANDBOX, "scenario", str(index), str(path)], timeout=120)
+    assert rc == 0, out
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    rc, out = run([SANDBOX, "up", str(NODES)], timeout=300)
+    assert rc == 0, out
+    base = tmp_path_factory.mktemp("health")
+    state = {"base": base, "all": inventory(base, "all", list(range(1, NODES + 1)))}
+    yield state
+    if "ray" in state:
+        run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", state["ray"], os.path.join(ROOT, "teardown.yml")])
+    run([SANDBOX, "down"], timeout=300)
+
+
+def health(inv, *extra):
+    return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv, os.path.join(ROOT, "health.yml"), *extra])
+
+
+def report(fleet, name="all"):
+    with open(os.path.join(str(fleet["base"]), "%s-health" % name, "report.json")) as fh:
+        return json.load(fh)
+
+
+def run_summary(fleet, name="all"):
+    with open(os.path.join(str(fleet["base"]), "%s-runs" % name, "health.json")) as fh:
+        return json.load(fh)
+
+
+def failing(entry):
+    return {c["name"]: c for c in entry["checks"] if c["status"] in ("fail", "warn")}
+
+
+def test_each_fault_is_caught_with_its_severity_and_action(fleet):
+    for index, spec in FAULTS.items():
+        scenario(fleet["base"], index, spec)
+    rc, out = health(fleet["all"])
+    doc = report(fleet)
+    nodes = {n["host"]: n for n in doc["nodes"]}
+    assert doc["breaker_tripped"] is False, out[-3000:]
+
+    # No Xid: the driver lost the GPU. Left out, do-not-allocate, with a remedy.
+    lost = failing(nodes["node2"])["kernel_errors"]
+    assert nodes["node2"]["verdict"] == "fail" and lost["status"] == "fail"
+    assert "fall" in lost["detail"] and lost["severity"] == "do-not-allocate" and lost["action"]
+
+    # NVSwitch SXid 20034 (fatal in the Fabric Manager guide).
+    sxid = failing(nodes["node3"])["sxid"]
+    assert nodes["node3"]["verdict"] == "fail" and "20034" in sxid["detail"]
+    assert sxid["severity"] == "do-not-allocate" and sxid["action"]
+
+    # Counters that grew while the single-node nccl-test ran blame their port.
+    grown = failing(nodes["node4"])["nccl_fabric_errors"]
+    assert nodes["node4"]["verdict"] == "fail" and "mlx5_3" in grown["detail"], grown
+
+    # VBIOS drift: flagged against the fleet's majority, a warning only (the default).
+    drift = failing(nodes["node5"])["fleet_drift"]
+    assert drift["status"] == "warn" and "96.00.99.00.01" in json.dumps(drift), drift
+    vbios = doc["fleet"]["fields"]["vbios"]
+    assert vbios["majority"] != "96.00.99.00.01"
+    assert [row["hosts"] for row in vbios["values"] if "96.00.99.00.01" in str(row["value"])] == [["node5"]]
+
+    left_out = {"node2", "node3", "node4"}
+    assert set(doc["unhealthy"]) == left_out
+    healthy = set((fleet["base"] / "all-health" / "healthy_hosts.txt").read_text().split())
+    assert healthy == {"node%d" % i for i in range(1, NODES + 1)} - left_out
+    assert run_summary(fleet)["result"] == "degraded", out[-3000:]
+    assert rc == 0, out[-3000:]
+
+
+def test_a_fleet_wide_failure_trips_the_breaker_instead_of_evicting(fleet):
+    lost = {"gpu": {"model": "H100", "faults": [{"type": "fallen_off_bus", "gpu": 0}]}}
+    for index in range(1, 6):
+        scenario(fleet["base"], index, lost)
+    rc, out = health(fleet["all"])
+    doc = report(fleet)
+    assert doc["breaker_tripped"] is True, out[-3000:]
+    # Nobody is evicted: every node stays on the healthy list, and the run stops with the share.
+    assert doc["unhealthy"] == {} and len(doc["healthy"]) == NODES
+    assert "5 of 7 checked nodes failed" in out, out[-3000:]
+    assert rc == 2 and run_summary(fleet)["result"] == "gate_failed", out[-3000:]
+    for index in range(1, NODES + 1):
+        scenario(fleet["base"], index, HEALTHY)
+
+
+def test_nodes_that_passed_carry_their_health_labels_in_ray(fleet):
+    fleet["ray"] = inventory(fleet["base"], "ray", [1, 2, 3])
+    rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["ray"], os.path.join(ROOT, "site.yml")])
+    assert rc == 0, out[-4000:]
+    rc, listed = node(1, "RAY_ADDRESS=http://198.18.0.11:8265 /opt/raygate/current/bin/ray list nodes --format json"
+                      " --detail 2>/dev/null || true")  # fmt: skip
+    start = listed.find("[")
+    rows = json.loads(listed[start:]) if start >= 0 else []
+    alive = [r for r in rows if r.get("state") == "ALIVE"]
+    assert len(alive) == 3, listed[-3000:]
+    for row in alive:
+        labels = row.get("labels") or {}
+        assert labels.get("raygate.io/health") == "pass", labels
+        assert labels.get("raygate.io/fingerprint"), labels

@@ -20,7 +20,7 @@ import yaml
 ROLE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "raygate"))
 PLUGINS = os.path.abspath(os.path.join(ROLE, "..", "..", "plugins"))
 SPEC_FILE = os.path.join(ROLE, "meta", "argument_specs.yml")
-NAME = re.compile(r"\b_*(raygate_[a-z0-9_]+)\b")
+NAME = re.compile(r"(?<![A-Za-z0-9_])(raygate_[a-z0-9_]+)\b")
 TASK_FILE = re.compile(r"(?:import_tasks|include_tasks):\s*(?:file:\s*)?([A-Za-z0-9_]+\.yml)")
 ACTION = re.compile(r"raygate\.cluster\.([a-z_]+):")
 

@@ -67,3 +67,45 @@ def test_specs_without_default_are_not_in_defaults():
     for name, option in options.items():
         if "default" not in option:
             assert name not in defaults, name
+
+
+HANDS_ON = (
+    "hosts",
+    "ansible.builtin.import_tasks",
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.import_role",
+    "ansible.builtin.include_role",
+)
+
+
+def _switches():
+    """(file, name) of every variable handed to another task file: play vars, and the vars of an
+    import_tasks / include_tasks / import_role task."""
+    found = []
+    paths = [os.path.join(ROLE, "tasks", f) for f in os.listdir(os.path.join(ROLE, "tasks"))]
+    playbooks = os.path.join(ROLE, "..", "..", "playbooks")
+    paths += [os.path.join(playbooks, f) for f in os.listdir(playbooks)]
+
+    def walk(node, path):
+        if isinstance(node, list):
+            for item in node:
+                walk(item, path)
+        elif isinstance(node, dict):
+            hands_on = any(k in node for k in HANDS_ON)
+            if hands_on and isinstance(node.get("vars"), dict):
+                found.extend((os.path.basename(path), name) for name in node["vars"])
+            for key in ("tasks", "block", "rescue", "always", "pre_tasks", "post_tasks"):
+                walk(node.get(key), path)
+
+    for path in paths:
+        with open(path) as fh:
+            walk(yaml.safe_load(fh), path)
+    return found
+
+
+def test_internal_switches_carry_the_internal_prefix():
+    """What task files and playbooks hand each other is either a documented option or _raygate_*."""
+    options = set(entry_specs.all_options(load("meta", "argument_specs.yml")["argument_specs"]))
+    public = [(f, n) for f, n in _switches() if not n.startswith("_raygate_") and n not in options]
+    assert public == [], public
+    assert ("site.yml", "_raygate_run_playbook") in _switches()

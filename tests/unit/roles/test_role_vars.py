@@ -82,7 +82,7 @@ def member_task():
         },
         "vars": task["vars"],
         "loop": ["h1", "w1", "w2"],
-        "loop_control": {"loop_var": "raygate_member"},
+        "loop_control": {"loop_var": "_raygate_member"},
         "register": "members",
     }
 
@@ -112,7 +112,7 @@ def templated(tmp_path_factory):
         },
         {
             "ansible.builtin.set_fact": {"labels_off": "{{ raygate_node_args }}"},
-            "vars": {"raygate_node_state": "started", "raygate_health_labels": False},
+            "vars": {"_raygate_node_state": "started", "raygate_health_labels": False},
         },
         {
             "ansible.builtin.set_fact": {
@@ -124,7 +124,7 @@ def templated(tmp_path_factory):
                     "fw": "{{ raygate_firewall_args }}",
                 }
             },
-            "vars": {"raygate_firewall_state": "present", "raygate_node_state": "started"},
+            "vars": {"_raygate_firewall_state": "present", "_raygate_node_state": "started"},
         },
         {
             "ansible.builtin.copy": {
@@ -138,7 +138,7 @@ def templated(tmp_path_factory):
         {
             "ansible.builtin.copy": {
                 "dest": "%s/members.json" % tmp,
-                "content": "{{ members.results | items2dict(key_name='raygate_member', value_name='ansible_facts')"
+                "content": "{{ members.results | items2dict(key_name='_raygate_member', value_name='ansible_facts')"
                 " | to_json }}",
             },
         },

@@ -46,3 +46,19 @@ def _patch_module_args_before_2_19():
 
 
 _patch_module_args_before_2_19()
+
+
+SHARED_SAMPLES = os.path.join(ROOT, "..", "shared", "samples")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say loudly, at the end of every run, when the real public outputs were not there to test."""
+    if os.path.isdir(SHARED_SAMPLES):
+        return
+    terminalreporter.write_sep("!", "../shared/samples IS MISSING", red=True, bold=True)
+    missing = os.path.abspath(SHARED_SAMPLES)
+    terminalreporter.write_line(
+        "The parser tests over real nvidia-smi, dcgmi, nccl-tests, ibstat, fi_info and kernel-log outputs "
+        "were SKIPPED: %s does not exist. Clone next to the shared folder (CI has it)." % missing,
+        red=True,
+    )

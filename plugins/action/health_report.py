@@ -12,7 +12,6 @@ fails. It fails on malformed arguments.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -20,6 +19,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.raygate.cluster.plugins.module_utils import breaker, fleet, gate
 from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.run_summary import failure_of
 
 NODE_SPEC = {
@@ -80,20 +80,6 @@ def left_entries(hosts, hostvars, head):
     return entries
 
 
-def _write_atomically(path, content):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def report_nodes(args, hostvars):
     """The report's nodes for validated ``args``: ``nodes`` as given, or the gate's entries of the
     play's ``hosts`` made from ``hostvars`` (with a placeholder for a head outside the run); then
@@ -141,7 +127,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
     if written:
         os.makedirs(report_dir, exist_ok=True)
         for key, path in files.items():
-            _write_atomically(path, rendered[key][1])
+            write_file(path, rendered[key][1])
     keys = ("healthy", "unhealthy", "warned", "severities", "head_healthy", "enough", "ok", "message", "run_id")
     keys += ("breaker_tripped", "breaker", "fleet")
     out = {key: report[key] for key in keys}

@@ -544,7 +544,6 @@ fabric_counters:
 """
 
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -555,6 +554,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
 
 CAPTURE_FILES = {
     "nvsmi": "nvidia-smi.xml",
@@ -594,23 +594,6 @@ def _boot_id():
             return fh.read().strip() or None
     except OSError:
         return None
-
-
-def _write_state(path, text):
-    """Replace ``path`` with ``text`` atomically (a reader sees the old file or the new one)."""
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    fd, tmp = tempfile.mkstemp(prefix=".fabric-counters-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _first_line(*texts):
@@ -822,7 +805,7 @@ class Live:
         counted["fabric"] = found
         if path and not self.check_mode:
             try:
-                _write_state(path, fc.dump_state(history, current, now, window, boot_time, boot_id))
+                write_file(path, fc.dump_state(history, current, now, window, boot_time, boot_id))
             except OSError as exc:
                 problem = "state file %s not written: %s" % (path, exc.strerror or exc)
         if problem:

@@ -1,24 +1,11 @@
 """The node fingerprint: parsed from nvidia-smi XML and ibstat (real samples too), sysfs, library names."""
 
-import os
-
 import pytest
+from real_samples import needs_samples, sample
 
 from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-SAMPLES = os.path.join(REPO, "..", "shared", "samples")
-
-needs_samples = pytest.mark.skipif(
-    not os.path.isdir(SAMPLES), reason="../shared/samples is missing: the real-output tests did not run"
-)
-
-
-def sample(name):
-    with open(os.path.join(SAMPLES, name), encoding="utf-8") as fh:
-        return fh.read()
 
 
 def nvsmi_sample(name):

@@ -5,25 +5,15 @@ Fixtures are short excerpts of real kernel logs posted publicly, exactly as post
 source; the real samples in ../shared/samples are read where present.
 """
 
-import os
 import re
 
 import pytest
+from real_samples import needs_samples
+from real_samples import sample as _sample
 
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils import xid_catalog as xc
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-SAMPLES = os.path.join(REPO, "..", "shared", "samples")
-needs_samples = pytest.mark.skipif(
-    not os.path.isdir(SAMPLES), reason="../shared/samples is missing: the real-sample tests cannot run"
-)
-
-
-def _sample(name):
-    with open(os.path.join(SAMPLES, name), encoding="utf-8") as fh:
-        return fh.read()
 
 
 def gpus(*buses):

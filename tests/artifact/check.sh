@@ -14,7 +14,7 @@ importer_venv=$root/.build/importer-venv
 # Pinned, so the lint rules (its own ansible-lint) change only when this line does.
 GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
-  health_report node_steps run_summary)
+  health_report node_steps run_summary slurm_gate)
 FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision)
 PLAYBOOKS=(site health teardown)
 
@@ -89,8 +89,9 @@ step "use the installed copy (ansible-doc, syntax checks, an ad-hoc module run)"
   for f in "${FILTERS[@]}"; do
     "$venv/bin/ansible-doc" -t filter "raygate.cluster.$f" >/dev/null || die "ansible-doc -t filter raygate.cluster.$f"
   done
+  "$venv/bin/ansible-doc" -t inventory raygate.cluster.slurm >/dev/null || die "ansible-doc -t inventory raygate.cluster.slurm"
   "$venv/bin/ansible-doc" -t role raygate.cluster.raygate >/dev/null || die "ansible-doc -t role raygate.cluster.raygate"
-  echo "ansible-doc: ${#MODULES[@]} modules, ${#FILTERS[@]} filters, the role"
+  echo "ansible-doc: ${#MODULES[@]} modules, ${#FILTERS[@]} filters, the inventory plugin, the role"
   for p in "${PLAYBOOKS[@]}"; do
     "$venv/bin/ansible-playbook" -i localhost, --syntax-check "raygate.cluster.$p" >/dev/null ||
       die "ansible-playbook --syntax-check raygate.cluster.$p"
@@ -147,8 +148,10 @@ if res.get("verdict") != "pass" or res.get("healthy") is not True:
     problems.append("verdict %r, healthy %r" % (res.get("verdict"), res.get("healthy")))
 if not res.get("checks"):
     problems.append("no checks returned")
+# A log alone cannot show the port counters before and after the run: that check skips, and says so.
+UNREAD = {"nccl_fabric_errors": "skip"}
 for c in res.get("checks") or []:
-    if c.get("status") != "pass":
+    if c.get("status") != UNREAD.get(c.get("name"), "pass"):
         problems.append("check %s is %s: %s" % (c.get("name"), c.get("status"), c.get("detail")))
 if problems:
     sys.exit("nccl_test from the installed copy: " + "; ".join(problems))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible.module_utils.parsing.convert_bool import boolean
+
 # Registered results whose ``checks`` go into the report, with the source each is tagged with.
 RESULTS = (("raygate_gpu_health", "gpu_health"), ("raygate_nccl_single", "nccl_test"))
 PAIRS_RESULT = "raygate_nccl_pairs"
@@ -167,15 +169,9 @@ def pair_plan(play_hosts, hostvars, partner="", require_gdr=True, require_transp
         "hosts": [host_address(hostvars[h], h) for h in candidates] + known_good,
         "known_good": known_good,
         "fabric": fabric,
-        "require_transport": pair_transport(fabric, _truthy(require_gdr), require_transport),
+        "require_transport": pair_transport(fabric, boolean(require_gdr, strict=False), require_transport),
     }
     return dict(args, launcher=launcher, args=dict(args))
-
-
-def _truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
 
 
 def gate_decision(num_gpus, running_pid=None, check_all=False, recheck_running=False):
@@ -187,7 +183,8 @@ def gate_decision(num_gpus, running_pid=None, check_all=False, recheck_running=F
     gpus = int(num_gpus or 0)
     if gpus == 0:
         return {"status": "skipped", "skip_reason": "no GPUs on this node (raygate_num_gpus: 0)"}
-    if running_pid not in (None, "") and not _truthy(check_all) and not _truthy(recheck_running):
+    rechecked = boolean(check_all, strict=False) or boolean(recheck_running, strict=False)
+    if running_pid not in (None, "") and not rechecked:
         reason = "already a running member (pid %s); health.yml re-checks it" % running_pid
         return {"status": "skipped", "skip_reason": reason}
     return {"status": "checked", "skip_reason": ""}

@@ -156,7 +156,7 @@ options:
     default: /etc/systemd/system
   gcs_store:
     description:
-      - This host runs the managed Redis of GCS fault tolerance (the role's C(ray_gcs_store) group):
+      - This host runs the managed Redis of GCS fault tolerance (the role's C(ray_gcs_store) group), so
         open the plan's C(gcs_redis) port, to O(gcs_store_sources) only.
     type: bool
     default: false

@@ -147,7 +147,7 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 .PHONY: integration
 integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault and Slurm scenarios (root)
 	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
-	  --ignore=tests/integration/faults --ignore=tests/integration/slurm
+	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/gcsft
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(BIN)/pytest -q tests/integration/day2
 	$(BIN)/pytest -q tests/integration/systemd
@@ -165,6 +165,11 @@ systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## s
 .PHONY: slurm
 slurm: bootstrap wheelhouse  ## Slurm suite on a 3-node sandbox with a real Slurm: drain, resume, allocation inventory (root, ~4 min)
 	$(BIN)/pytest -q tests/integration/slurm
+
+# Not yet part of `integration`: written in the groundwork of issue 18 and not run there yet.
+.PHONY: gcsft
+gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS fault tolerance: kill -9 of gcs_server and a head reboot lose no actor, job or worker (root)
+	$(BIN)/pytest -q tests/integration/gcsft
 
 .PHONY: faults
 faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)

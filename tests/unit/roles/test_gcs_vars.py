@@ -8,6 +8,7 @@ validation task of validate.yml with good and bad settings.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -209,3 +210,15 @@ def test_validation_accepts_good_settings(tmp_path, all_vars):
     proc = run_probe(tmp_path, inventory(all_vars), [validate_task()], limit="localhost")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ok: [localhost" in proc.stdout
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+@pytest.mark.skipif(not os.path.exists("/usr/bin/redis-server"), reason="verify needs the unit's binary (redis-server)")
+def test_redis_unit_passes_systemd_analyze_verify(managed, tmp_path):
+    path = tmp_path / "raygate-redis.service"
+    path.write_text(managed["w1"]["unit"])
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "raygate-redis.service" not in proc.stderr, proc.stderr

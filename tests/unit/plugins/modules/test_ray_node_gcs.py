@@ -3,6 +3,8 @@ the workers' reconnect timeout, and the refusals that come before anything chang
 
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -197,3 +199,17 @@ def test_node_steps_refuses_a_password_nested_in_ray_node(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "ray_node must not contain redis_password" in json.loads(out)["msg"]
     assert PASSWORD not in out
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_head_unit_with_the_password_variable_passes_systemd_analyze_verify(tmp_path, monkeypatch, launched):
+    monkeypatch.setattr(files, "systemd_booted", lambda: True)
+    monkeypatch.setattr(node_step.Node, "supervised_ok", lambda self: True)
+    run_case({"args": args(tmp_path, supervisor="systemd"), "expect": {"changed": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    path = tmp_path / "units" / "raygate-ray.service"
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "raygate-ray.service" not in proc.stderr, proc.stderr

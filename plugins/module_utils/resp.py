@@ -237,6 +237,8 @@ def describe(exc, address, host=None):
         "error": "Redis answered with an error",
     }.get(exc.kind, exc.kind)
     stage = getattr(exc, "stage", None)
+    if exc.kind == "timeout" and stage not in (None, "connect"):
+        what = "it accepted the connection but did not reply in time: is it a Redis, and is it overloaded?"
     return "the GCS Redis at %s does not answer%s%s: %s (%s)" % (
         address,
         where,

@@ -179,6 +179,7 @@ def test_a_server_that_never_answers_times_out_at_auth(redis_server):
     with pytest.raises(resp.RedisError) as err:
         resp.check(host, port, "", PASSWORD, timeout=0.2)
     assert (err.value.kind, err.value.stage) == ("timeout", "auth")
+    assert "did not reply in time" in resp.describe(err.value, "%s:%s" % (host, port))
 
 
 @pytest.mark.parametrize("redis_server", [{"mode": "http"}], indirect=True)

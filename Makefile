@@ -145,14 +145,20 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 
 # Each scenario suite owns the sandbox while it runs: one after the other.
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault and Slurm scenarios (root)
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm and health-gate scenarios (root)
 	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
-	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/gcsft
+	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/health \
+	  --ignore=tests/integration/gcsft
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(BIN)/pytest -q tests/integration/day2
 	$(BIN)/pytest -q tests/integration/systemd
 	$(BIN)/pytest -q tests/integration/faults
 	$(BIN)/pytest -q tests/integration/slurm
+	$(BIN)/pytest -q tests/integration/health
+
+.PHONY: health
+health: bootstrap wheelhouse  ## health-gate faults on a 7-node sandbox: no-Xid GPU loss, SXid, counter growth, drift, breaker, labels (root)
+	$(BIN)/pytest -q tests/integration/health
 
 .PHONY: day2
 day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-2 scenarios on a 4-node sandbox: upgrade, scale, remove_node, re-check (root, ~4 min)

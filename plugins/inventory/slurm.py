@@ -86,18 +86,18 @@ EXAMPLES = r"""
 # inventories/allocation/slurm.yml: the nodes of job 4242, the first one heads
 plugin: raygate.cluster.slurm
 job_id: "4242"
----
+
 # inside an sbatch script, SLURM_JOB_NODELIST is the source:
 #   printf 'plugin: raygate.cluster.slurm\n' > slurm.yml && ansible-playbook -i slurm.yml raygate.cluster.site
-plugin: raygate.cluster.slurm
----
+# plugin: raygate.cluster.slurm
+
 # every idle node of partition gpu, with a group per GRES
-plugin: raygate.cluster.slurm
-partition: gpu
-states: [idle]
-keyed_groups:
-  - key: slurm_gres
-    prefix: gres
+# plugin: raygate.cluster.slurm
+# partition: gpu
+# states: [idle]
+# keyed_groups:
+#   - key: slurm_gres
+#     prefix: gres
 """
 
 from ansible.errors import AnsibleError, AnsibleParserError

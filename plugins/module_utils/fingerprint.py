@@ -20,6 +20,8 @@ reads files under ``root`` and runs the two version tools through a CommandRunne
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 
@@ -211,6 +213,14 @@ def build(nvsmi=None, **fields):
     out.update(from_nvsmi(nvsmi))
     out.update(fields)
     return out
+
+
+def digest(fingerprint, length=12):
+    """A short, stable hash of ``fingerprint``: the first ``length`` hex digits of the SHA-256 of its
+    canonical JSON (sorted keys, no spaces, ASCII). Nodes with equal fingerprints share it, so a
+    Ray node label can carry it (a label value holds at most 63 characters)."""
+    canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:length]
 
 
 def text(value):

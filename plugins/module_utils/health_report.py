@@ -340,6 +340,10 @@ def build_report(
         # Suspect a common cause: leave nobody out, and stop.
         healthy, unhealthy = [e["host"] for e in entries], {}
         message = breaker.message(state)
+        if not head_healthy:
+            # The run stops for the breaker; say too that the head itself failed.
+            reasons = "; ".join(head_entry["reasons"]) if head_entry else "not in the report"
+            message += "; head %s is unhealthy (%s)" % (head, reasons or "no reason given")
     else:
         healthy = judged_healthy
         unhealthy = {e["host"]: e["reasons"] for e in entries if not e["healthy"]}

@@ -16,6 +16,7 @@ import time
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.raygate.cluster.plugins.module_utils import files, ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils import node_labels as nl
 from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
@@ -221,7 +222,8 @@ class Node:
                 self.fail("environment file %s: %s" % (path, exc))
         return env
 
-    def start_args(self, plan, supported):
+    def start_args(self, plan, supported, labels=None):
+        """The `ray start` command; ``labels`` are all the node's labels (default: the option)."""
         p = self.p
         args = [self.ray, "start"]
         if p["role"] == "head":
@@ -235,7 +237,7 @@ class Node:
                 args.append("--%s=%s" % (key.replace("_", "-"), p[key]))
         if p["resources"]:
             args.append("--resources=%s" % json.dumps(p["resources"], sort_keys=True, separators=(",", ":")))
-        if p["labels"]:
+        if p["labels"] if labels is None else labels:
             args.append("--labels-file=%s" % self.labels_path)
         if p["role"] == "head":
             args.append("--dashboard-host=%s" % (p["dashboard_host"] or p["node_ip"]))
@@ -280,7 +282,24 @@ class Node:
         blob = json.dumps(desired, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def checked_labels(self):
+        """The configured labels and the given status labels (None: not given), checked as Ray
+        checks them; fails before anything changes."""
+        try:
+            labels = nl.check(self.p["labels"], "labels")
+            status = self.p["status_labels"]
+            if status is not None:
+                status = nl.check(status, "status_labels", reserved_ok=False)
+                nl.merge(labels, status)
+        except ValueError as exc:
+            self.fail("%s; nothing was changed" % exc)
+        return labels, status
+
     # -- what runs now ----------------------------------------------------------------
+    def carried_status_labels(self):
+        """The status labels the node was last started with, as its labels file says."""
+        return nl.status_from_file(read_text(self.labels_path))
+
     def ray_processes(self):
         return ray_procs.ray_processes(session_roots=self.session_roots)
 
@@ -344,6 +363,7 @@ class Node:
             self.fail("node_ip is required to start a Ray node")
         if p["role"] == "worker" and not p["head_ip"]:
             self.fail("head_ip is required to start a worker")
+        labels, status = self.checked_labels()
         if p["supervisor"] == "systemd" and not files.systemd_booted():
             self.fail(
                 "supervisor is systemd but systemd is not the init system here (no %s); set supervisor (the role "
@@ -376,6 +396,10 @@ class Node:
                 if p["gcs_ft"] == "redis"
                 else {"backend": "rocksdb", "path": self.gcs_storage_path()}
             )
+        # Status labels are no part of the configuration: never a reason to restart. Ray cannot
+        # relabel a running node, so one that is left alone keeps those it was started with.
+        carried = self.carried_status_labels()
+        result["status_labels"] = carried
         if p["role"] == "head":
             result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
         rotating = self.check_token_drift(procs)
@@ -405,10 +429,16 @@ class Node:
                 self.stop(plan, procs)
         else:
             self.check_ports_free(plan)
+        # Unset, the node starts with the status labels of its last start: a restart (a new head,
+        # an upgrade) says nothing new about its state. A stop with status_labels {} forgets them.
+        if status is None:
+            status = dict((key, value) for key, value in carried.items() if key not in labels)
+        result["status_labels"] = status
+        node_labels = dict(labels, **status)
         if self.module.check_mode:
             return dict(result, changed=True)
         supported = self.supported_flags()
-        args, dropped = self.start_args(plan, supported)
+        args, dropped = self.start_args(plan, supported, node_labels)
         if dropped:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
         self.write_token(check_mode=False)
@@ -416,7 +446,7 @@ class Node:
         if p["gcs_ft"] == "rocksdb" and p["role"] == "head":
             # The GCS's own disk store: readable by root only, like Redis's data directory.
             os.makedirs(self.gcs_storage_path(), mode=0o700, exist_ok=True)
-        self.write_config(env, args, digest)
+        self.write_config(env, args, digest, node_labels, sorted(status))
         # Recorded before the launch: a run interrupted during `ray start` leaves a node whose
         # configuration is known, so the next run judges it instead of refusing a stranger.
         self.write_record(digest, None)
@@ -519,11 +549,16 @@ class Node:
         rc, out, err = self.run(["systemctl", "is-active", self.p["unit_name"]])
         return out.strip() == "active"
 
-    def write_config(self, env, args, digest=None):
+    def write_config(self, env, args, digest=None, labels=None, status_keys=()):
+        """Written only when Ray (re)starts: the labels file is then what the running node carries."""
         changed, diff = write_file(self.env_path, render_env(env, header="Managed by raygate: Ray node environment."))
         self.diff = diff
-        if self.p["labels"]:
-            write_file(self.labels_path, json.dumps(self.p["labels"], sort_keys=True, indent=2) + "\n")
+        labels = self.p["labels"] if labels is None else labels
+        if labels:
+            write_file(self.labels_path, nl.render_file(labels, status_keys))
+        elif os.path.lexists(self.labels_path):
+            # Not passed to Ray: a stale file would claim status labels the node does not carry.
+            os.unlink(self.labels_path)
         if self.p["supervisor"] == "systemd":
             env_files = [self.env_path] + list(self.p["env_files"])
             if self.uses_redis_password():
@@ -681,6 +716,12 @@ class Node:
             "gpu_processes": gpu,
         }
 
+    def forget_status_labels(self):
+        """Drop the status labels from the labels file, so the next start without status_labels
+        starts without them. The file stays (empty, maybe): a systemd unit passes it at boot."""
+        labels, status = nl.parse_file(read_text(self.labels_path))
+        write_file(self.labels_path, nl.render_file({k: v for k, v in labels.items() if k not in status}, []))
+
     def remove_empty_dirs(self):
         for directory in (self.p["config_dir"], self.p["state_dir"]):
             try:
@@ -703,8 +744,10 @@ class Node:
             if self.p["supervisor"] == "systemd":
                 removable.append(self.unit_path)
         removable = [path for path in removable if os.path.lexists(path)]
-        changed = bool(procs) or unit_active or bool(removable)
+        forget = not purge_files and self.p["status_labels"] == {} and bool(self.carried_status_labels())
+        changed = bool(procs) or unit_active or bool(removable) or forget
         result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
+        result["status_labels_forgotten"] = forget
         raylet = ray_procs.find_daemon(procs, "raylet")
         if self.p["drain"] and self.p["role"] == "head":
             self.fail("drain is for workers: the head holds the GCS, and stopping it stops the whole cluster")
@@ -717,6 +760,8 @@ class Node:
             procs = self.ray_processes()
         if procs or unit_active:
             self.stop(plan, procs)
+        if forget:
+            self.forget_status_labels()
         if self.p["supervisor"] == "systemd" and self.unit_path in removable:
             self.run(["systemctl", "disable", self.p["unit_name"]])
         for path in removable:
@@ -746,6 +791,7 @@ ARGUMENT_SPEC = dict(
     object_store_memory=dict(type="int"),
     resources=dict(type="dict", default={}),
     labels=dict(type="dict", default={}),
+    status_labels=dict(type="dict"),
     temp_dir=dict(type="path"),
     dashboard_host=dict(type="str"),
     auth=dict(type="bool", default=True),

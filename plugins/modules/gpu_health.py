@@ -516,6 +516,16 @@ fingerprint:
       type: str
       returned: always
       sample: 6.1.0-18-amd64
+fingerprint_hash:
+  description:
+    - A short, stable hash of RV(fingerprint) (12 hex digits of the SHA-256 of its canonical JSON, with
+      sorted keys). Nodes with the same versions share it; any changed field changes it.
+    - The raygate role starts a node that passed the health gate with it as the Ray node label
+      C(raygate.io/fingerprint).
+  returned: always
+  type: str
+  version_added: 0.5.0
+  sample: 3f1c0d9e2a1b
 fabric:
   description: >-
     The RDMA fabric found (C(fabric), C(active_ports), C(down_ports), C(rate_gbps), C(warnings)),
@@ -1021,6 +1031,7 @@ def main():
         module.warn(state_error)
     nvsmi = evidence.get("nvsmi")
     findings = gc.kernel_findings(evidence, p, (nvsmi or {}).get("gpus"))
+    fingerprint = evidence.get("fingerprint") or fp.empty()
     extra = {}
     if p["textfile_dir"]:
         extra["textfile_dir_exists"] = os.path.isdir(p["textfile_dir"])
@@ -1036,7 +1047,8 @@ def main():
         kernel_findings=findings,
         fabric=fabric_summary(evidence.get("fabric")),
         fabric_counters=fc.summary(evidence.get("fabric_counters")),
-        fingerprint=evidence.get("fingerprint") or fp.empty(),
+        fingerprint=fingerprint,
+        fingerprint_hash=fp.digest(fingerprint),
         **gc.summarize(results),
         **extra,
     )

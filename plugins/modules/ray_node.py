@@ -96,9 +96,33 @@ options:
     type: dict
     default: {}
   labels:
-    description: Node labels, name to value (written to a labels file, C(--labels-file)).
+    description:
+      - Node labels, name to value (written to a labels file, C(--labels-file)). Part of the node's
+        configuration, so a change restarts the node with O(restart_on_change=true).
+      - Checked before anything changes with the syntax Ray checks (Kubernetes' label syntax). A key is
+        an optional DNS-style prefix and C(/), then a name; a name and a non-empty value are at most 63
+        letters, digits, C(-), C(_) or C(.), beginning and ending with a letter or digit. Integer values
+        are written as text.
     type: dict
     default: {}
+  status_labels:
+    description:
+      - Node labels that describe the node's state rather than its configuration, for example that it
+        passed the health gate and when (the raygate role gives C(raygate.io/health),
+        C(raygate.io/checked-at), C(raygate.io/checked-date) and C(raygate.io/fingerprint)).
+      - Merged with O(labels) into the labels file when Ray starts, and never a reason to restart. Ray
+        cannot change the labels of a running node, so a node that is left alone keeps the status labels
+        it was started with; RV(status_labels) says which.
+      - Unset, the node starts with the status labels of its last start, kept in the labels file, when it
+        is restarted (a changed configuration, a dead session, O(member=false), a rotated token) or started
+        again after a stop (an upgrade). V({}) starts it without any.
+      - With O(state=stopped), V({}) forgets them, so that a later start without O(status_labels) starts
+        without any (the raygate role does this when the health gate evicts a node). Other values are
+        ignored when stopping.
+      - The same syntax as O(labels). Keys under Ray's own prefix C(ray.io/) and keys that are also in
+        O(labels) are refused before anything changes.
+    type: dict
+    version_added: 0.5.0
   temp_dir:
     description: Ray's temporary directory; passed on the head only (workers follow the head).
     type: path
@@ -286,6 +310,22 @@ EXAMPLES = r"""
     resources: {nvlink_domain_a: 1}
     labels: {rack: r12}
 
+- name: Start a worker that passed the health gate, with labels a job can select on
+  raygate.cluster.ray_node:
+    role: worker
+    node_ip: 10.0.0.3
+    head_ip: 10.0.0.1
+    num_cpus: 96
+    num_gpus: 8
+    labels: {rack: r12}
+    # Changed values restart nothing: a running node keeps those it was started with.
+    status_labels:
+      raygate.io/health: pass
+      raygate.io/checked-at: "{{ gpu.checked_at | int }}"
+      raygate.io/checked-date: "{{ '%Y-%m-%d' | strftime(gpu.checked_at, utc=true) }}"
+      raygate.io/fingerprint: "{{ gpu.fingerprint_hash }}"
+  when: gpu.healthy
+
 - name: Stop Ray and remove what raygate wrote
   raygate.cluster.ray_node:
     role: worker
@@ -319,6 +359,22 @@ token_drift:
   returned: when it failed for that reason
   type: bool
   sample: true
+status_labels:
+  description:
+    - The status labels the node carries (O(status_labels)); when it was left running, those it was
+      started with, which can be older than the ones given. When it was started (or, in check mode, would
+      be), those it starts with.
+  returned: when state is started
+  type: dict
+  version_added: 0.5.0
+  sample: {raygate.io/health: pass, raygate.io/checked-at: "1785283200", raygate.io/checked-date: "2026-07-29",
+           raygate.io/fingerprint: 3f1c0d9e2a1b}
+status_labels_forgotten:
+  description: Whether the status labels of the last start were forgotten (O(status_labels={}) with O(state=stopped)).
+  returned: when state is stopped or absent
+  type: bool
+  version_added: 0.5.0
+  sample: false
 config_hash:
   description: Hash of the desired node configuration, recorded at start.
   returned: when state is started

@@ -26,8 +26,8 @@ description:
   - >-
     A node already drained by raygate with the same reason is left as it is; with a different
     raygate reason it is drained again with the new one.
-  - With O(breaker_tripped) (the health report's circuit breaker) nothing is drained or resumed:
-    a tripped report lists every node as healthy, so a node that failed would look like one to resume.
+  - With O(breaker_tripped) (the health report's circuit breaker) nothing is drained or resumed,
+    because a tripped report lists every node as healthy, so a node that failed would look like one to resume.
   - O(mode=report) and check mode read the node states and return the commands that would run,
     changing nothing.
 requirements:

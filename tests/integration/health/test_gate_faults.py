@@ -76,8 +76,14 @@ def health(inv, *extra):
     return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv, os.path.join(ROOT, "health.yml"), *extra])
 
 
+def report_dir(fleet, name="all"):
+    """The newest run's report directory (health_report writes one per run, named by its run id)."""
+    top = os.path.join(str(fleet["base"]), "%s-health" % name)
+    return os.path.join(top, sorted(os.listdir(top))[-1])
+
+
 def report(fleet, name="all"):
-    with open(os.path.join(str(fleet["base"]), "%s-health" % name, "report.json")) as fh:
+    with open(os.path.join(report_dir(fleet, name), "report.json")) as fh:
         return json.load(fh)
 
 
@@ -121,7 +127,8 @@ def test_each_fault_is_caught_with_its_severity_and_action(fleet):
 
     left_out = {"node2", "node3", "node4"}
     assert set(doc["unhealthy"]) == left_out
-    healthy = set((fleet["base"] / "all-health" / "healthy_hosts.txt").read_text().split())
+    with open(os.path.join(report_dir(fleet), "healthy_hosts.txt")) as fh:
+        healthy = set(fh.read().split())
     assert healthy == {"node%d" % i for i in range(1, NODES + 1)} - left_out
     assert run_summary(fleet)["result"] == "degraded", out[-3000:]
     assert rc == 0, out[-3000:]
@@ -146,10 +153,12 @@ def test_nodes_that_passed_carry_their_health_labels_in_ray(fleet):
     fleet["ray"] = inventory(fleet["base"], "ray", [1, 2, 3])
     rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["ray"], os.path.join(ROOT, "site.yml")])
     assert rc == 0, out[-4000:]
-    rc, listed = node(1, "RAY_ADDRESS=http://198.18.0.11:8265 /opt/raygate/current/bin/ray list nodes --format json"
-                      " --detail 2>/dev/null || true")  # fmt: skip
+    # As the Jobs line site.yml prints says: the token from its file, the head's dashboard.
+    env = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=http://198.18.0.11:8265"
+    rc, listed = node(1, env + " /opt/raygate/current/bin/ray list nodes --format json --detail")
     start = listed.find("[")
-    rows = json.loads(listed[start:]) if start >= 0 else []
+    assert rc == 0 and start >= 0, listed[-3000:]
+    rows = json.loads(listed[start:])
     alive = [r for r in rows if r.get("state") == "ALIVE"]
     assert len(alive) == 3, listed[-3000:]
     for row in alive:

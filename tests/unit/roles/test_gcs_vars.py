@@ -76,7 +76,7 @@ PROBE = [
                 "unit": "{{ lookup('ansible.builtin.template', 'raygate-redis.service.j2') }}",
             }
         },
-        "vars": {"raygate_node_state": "started", "raygate_firewall_state": "present"},
+        "vars": {"_raygate_node_state": "started", "_raygate_firewall_state": "present"},
     },
     {
         "ansible.builtin.copy": {

@@ -59,6 +59,16 @@ INVENTORY = {
     }
 }
 NODES = [{"name": "h1", "ip": "10.0.0.1"}, {"name": "w1", "ip": "10.0.0.2"}, {"name": "w2", "ip": "10.0.0.3"}]
+# What gate.yml leaves: the report (health_report's answer, run_once), each node's gate status and
+# gpu_health answer. h1 passed with a warning, w1 passed, w2 is a running member the gate did not
+# check again (healthy all the same), w3 failed.
+GATE_REPORT = {
+    "checked_at": 1785283200,
+    "healthy": ["h1", "w1", "w2"],
+    "warned": {"h1": ["x: y"]},
+    "unhealthy": {"w3": ["xid: Xid 79 on GPU 3"]},
+}
+GATE_STATUS = {"h1": "checked", "w1": "checked", "w2": "skipped", "w3": "checked"}
 
 
 def member_task():
@@ -72,7 +82,7 @@ def member_task():
         },
         "vars": task["vars"],
         "loop": ["h1", "w1", "w2"],
-        "loop_control": {"loop_var": "raygate_member"},
+        "loop_control": {"loop_var": "_raygate_member"},
         "register": "members",
     }
 
@@ -95,13 +105,26 @@ def templated(tmp_path_factory):
         },
         {
             "ansible.builtin.set_fact": {
+                "raygate_health": GATE_REPORT,
+                "raygate_gpu_health": {"fingerprint_hash": "fp-{{ inventory_hostname }}"},
+                "raygate_gate_status": "{{ %s[inventory_hostname] }}" % GATE_STATUS,
+            },
+        },
+        {
+            "ansible.builtin.set_fact": {"labels_off": "{{ raygate_node_args }}"},
+            "vars": {"_raygate_node_state": "started", "raygate_health_labels": False},
+        },
+        {
+            "ansible.builtin.set_fact": {
                 "own": {
+                    "node": "{{ raygate_node_args }}",
+                    "labels_off": "{{ labels_off }}",
                     "url": "{{ raygate_dashboard_url }}",
                     "plan": "{{ raygate_plan }}",
                     "fw": "{{ raygate_firewall_args }}",
                 }
             },
-            "vars": {"raygate_firewall_state": "present"},
+            "vars": {"_raygate_firewall_state": "present", "_raygate_node_state": "started"},
         },
         {
             "ansible.builtin.copy": {
@@ -115,7 +138,7 @@ def templated(tmp_path_factory):
         {
             "ansible.builtin.copy": {
                 "dest": "%s/members.json" % tmp,
-                "content": "{{ members.results | items2dict(key_name='raygate_member', value_name='ansible_facts')"
+                "content": "{{ members.results | items2dict(key_name='_raygate_member', value_name='ansible_facts')"
                 " | to_json }}",
             },
         },
@@ -172,3 +195,31 @@ def test_a_member_outside_the_run_gets_its_own_options(templated):
         fw = dict(members[host]["fw"], sources=sorted(members[host]["fw"]["sources"]))
         assert fw == dict(own[host]["fw"], sources=sorted(own[host]["fw"]["sources"])), host
     assert [members[h]["manage"] for h in ("h1", "w1", "w2")] == [True, True, False]
+
+
+def test_a_node_that_passed_the_gate_now_starts_with_health_labels(templated):
+    own = templated[0]
+    assert own["w1"]["node"]["status_labels"] == {
+        "raygate.io/health": "pass",
+        "raygate.io/checked-at": "1785283200",
+        "raygate.io/checked-date": "2026-07-29",
+        "raygate.io/fingerprint": "fp-w1",
+    }
+    assert own["h1"]["node"]["status_labels"]["raygate.io/health"] == "warn"
+
+
+def test_a_node_not_checked_now_is_given_none_and_keeps_its_own(templated):
+    # No status_labels at all (omit), not {}: ray_node then keeps what a running node carries.
+    own = templated[0]
+    assert "status_labels" not in own["w2"]["node"]
+    assert own["w2"]["node"]["labels"] == {}
+
+
+def test_a_node_that_failed_the_gate_now_forgets_its_labels(templated):
+    # site.yml: it leaves the play; health.yml with eviction: its stop forgets what it carried.
+    assert templated[0]["w3"]["node"]["status_labels"] == {}
+
+
+def test_health_labels_off_starts_every_node_without_them(templated):
+    own = templated[0]
+    assert [own[h]["labels_off"]["status_labels"] for h in ("h1", "w1", "w2", "w3")] == [{}, {}, {}, {}]

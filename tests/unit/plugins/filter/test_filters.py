@@ -1,6 +1,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.raygate.cluster.plugins.filter.node_labels import health_labels
 from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
 from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_table
 from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
@@ -50,6 +51,21 @@ def test_version_table_empty_when_equal_and_names_the_odd_one():
 def test_version_table_rejects_missing_info():
     with pytest.raises(AnsibleFilterError, match="node2"):
         version_mismatch_table({"node1": {"ray": "2.60.0", "python": "3.11.2"}, "node2": None})
+
+
+def test_health_labels_of_a_node_that_passed_in_this_run():
+    # What raygate.cluster.health_report returns: w2 is a running member the gate skipped.
+    report = {"checked_at": 1785283200, "healthy": ["w1", "w2"], "warned": {"w1": ["x: y"]}, "breaker_tripped": False}
+    assert health_labels(report, "w1", checked=True, fingerprint_hash="d88dcaf0b538") == {
+        "raygate.io/health": "warn",
+        "raygate.io/checked-at": "1785283200",
+        "raygate.io/checked-date": "2026-07-29",
+        "raygate.io/fingerprint": "d88dcaf0b538",
+    }
+    assert health_labels(report, "w2", checked=False, fingerprint_hash="d88dcaf0b538") == {}
+    assert health_labels({"skipped": True}, "w1") == {}
+    with pytest.raises(AnsibleFilterError, match="fingerprint_hash"):
+        health_labels(report, "w1", fingerprint_hash=12)
 
 
 def test_gate_pairs_refuses_a_partner_outside_the_inventory():

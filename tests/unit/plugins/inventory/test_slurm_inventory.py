@@ -45,7 +45,9 @@ def load(tmp_path, monkeypatch, config, answers, env=None):
     path.write_text("plugin: raygate.cluster.slurm\nslurm_conf: /etc/slurm/test.conf\n" + config)
     inventory = InventoryData()
     plugin = InventoryModule()
+    # Set by the plugin loader (ansible-core < 2.19 reads _redirected_names when it parses options).
     plugin._load_name = InventoryModule.NAME
+    plugin._redirected_names = [InventoryModule.NAME]
     C.config.initialize_plugin_configuration_definitions("inventory", plugin._load_name, OPTIONS)
     loader = DataLoader()
     plugin.templar = Templar(loader=loader)

@@ -248,3 +248,41 @@ def test_read_live_runs_no_tool_without_rdma_devices(tmp_path):
 )
 def test_text_is_one_comparable_string(value, expected):
     assert fp.text(value) == expected
+
+
+# ---- the short hash (the Ray node label raygate.io/fingerprint) ---------------------------
+
+H100 = fp.build(
+    {
+        "driver_version": "550.90.07",
+        "cuda_version": "12.4",
+        "gpus": [{"name": "NVIDIA H100 80GB HBM3", "vbios_version": "96.00.74.00.0D"}] * 8,
+    },
+    hca_firmware=["28.39.1002"],
+    rdma_stack="MLNX_OFED_LINUX-23.10-0.5.5.0",
+    nccl=["2.21.5"],
+    kernel="6.1.0-18-amd64",
+)
+
+
+def test_digest_is_pinned_so_labels_of_nodes_started_apart_stay_comparable():
+    # Nodes started by different runs (or raygate versions) must hash equal versions alike: a
+    # change of the canonical form is a breaking change, and this value says so.
+    assert fp.digest(fp.empty()) == "d88dcaf0b538"
+    assert fp.digest(H100) == fp.digest(dict(H100))
+    assert len(fp.digest(H100)) == 12 and set(fp.digest(H100)) <= set("0123456789abcdef")
+
+
+def test_digest_ignores_key_order():
+    assert fp.digest(dict(reversed(list(H100.items())))) == fp.digest(H100)
+
+
+@pytest.mark.parametrize("field", fp.FIELDS)
+def test_digest_changes_with_any_field(field):
+    changed = dict(H100)
+    changed[field] = "something else"
+    assert fp.digest(changed) != fp.digest(H100)
+
+
+def test_digest_tells_an_unread_field_from_an_empty_one():
+    assert fp.digest(dict(H100, nccl=None)) != fp.digest(dict(H100, nccl=[]))

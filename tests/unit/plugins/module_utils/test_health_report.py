@@ -690,6 +690,15 @@ def test_breaker_trips_leaves_nobody_out_and_stops():
     assert samples[("raygate_health_breaker_tripped", (("host", "n2"),))] == 1
 
 
+def test_a_tripped_breaker_still_names_an_unhealthy_head():
+    nodes = [node("n1", "head", checks=[XID]), node("n2", checks=[XID]), node("n3", checks=[XID]), node("n4")]
+    r = report(nodes)
+    assert (r["breaker_tripped"], r["ok"], r["head_healthy"]) == (True, False, False)
+    assert r["message"].startswith("health gate stopped: circuit breaker tripped: 3 of 4")
+    assert "; head n1 is unhealthy (xid: " in r["message"]
+    assert "is unhealthy" not in report([node("n1", "head")] + nodes[1:])["message"]
+
+
 def test_breaker_counts_unreachable_nodes_and_ignores_skipped_members():
     nodes = [
         node("n1", "head"),

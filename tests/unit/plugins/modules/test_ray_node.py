@@ -5,6 +5,7 @@ import socket
 import subprocess
 
 import pytest
+import yaml
 from harness import run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils import node_step, ray_procs
@@ -574,3 +575,189 @@ def test_systemd_supervisor_without_systemd_fails_before_anything(tmp_path, monk
             "expect_contains": {"msg": ["systemd is not the init system", "raygate_supervisor"]}}  # fmt: skip
     run_case(case, ray_node.main, tmp_path, monkeypatch)
     assert not (tmp_path / "units").exists() and not (tmp_path / "etc").exists()
+
+
+# ---- status labels: the node's state, never its configuration -----------------------------
+
+OLD_CHECK = node_step.nl.health("pass", 1785283200, "d88dcaf0b538")  # 2026-07-29
+NEW_CHECK = node_step.nl.health("warn", 1785369600, "d88dcaf0b538")  # 2026-07-30
+
+
+def labelled_worker(tmp_path, **over):
+    return base_args(tmp_path, role="worker", head_ip="198.18.0.12", labels={"rack": "r1"}, **over)
+
+
+def recording_start(monkeypatch):
+    """`ray start --help` and `ray start` succeed and are recorded; a raylet 77 appears."""
+    ran = []
+
+    def fake_run(self, args, **kw):
+        ran.append(list(args))
+        return 0, HELP if "--help" in args else "", ""
+
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 77}))
+    return ran
+
+
+def now_running(monkeypatch):
+    """From here on a raylet (pid 77) runs on this node, as the start above left it."""
+    procs = [{"pid": 77, "comm": "raylet", "argv": ["raylet", "--node_id=abc123"]}]
+    monkeypatch.setattr(ray_procs, "ray_processes", lambda **kw: procs)
+
+
+def labels_file(tmp_path):
+    """The labels file as Ray reads it: YAML, so comments are skipped (its body is JSON)."""
+    text = (tmp_path / "etc" / "labels.yaml").read_text()
+    return yaml.safe_load(text), text
+
+
+def test_status_labels_join_the_labels_file_ray_starts_with(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    ran = recording_start(monkeypatch)
+    case = {"args": labelled_worker(tmp_path, status_labels=OLD_CHECK),
+            "expect": {"changed": True, "status_labels": OLD_CHECK}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    start = [args for args in ran if "--help" not in args][0]
+    assert "--labels-file=%s/etc/labels.yaml" % tmp_path in start
+    labels, text = labels_file(tmp_path)
+    assert labels == dict(OLD_CHECK, rack="r1")
+    assert all(isinstance(value, str) for value in labels.values())  # Ray refuses other types
+    assert node_step.nl.status_from_file(text) == OLD_CHECK
+
+
+def test_status_labels_alone_pass_the_labels_file(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    ran = recording_start(monkeypatch)
+    status = {"raygate.io/checked-at": 1785283200}
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", status_labels=status)
+    run_case({"args": args, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    assert any(a.startswith("--labels-file=") for a in ran[-1])
+    # A templated number arrives as an int: Ray reads only strings from the file.
+    assert labels_file(tmp_path)[0] == {"raygate.io/checked-at": "1785283200"}
+
+
+def test_a_newer_check_restarts_nothing_and_reports_the_labels_the_node_carries(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    recording_start(monkeypatch)
+    run_case({"args": labelled_worker(tmp_path, status_labels=OLD_CHECK), "expect": {"changed": True}},
+             ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    before = (tmp_path / "etc" / "labels.yaml").read_text()
+    now_running(monkeypatch)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: pytest.fail("ran %s" % args))
+    monkeypatch.setattr(node_step.os, "kill", lambda pid, sig: pytest.fail("signalled %s" % pid))
+    # restart_on_change: a node whose configuration differed would be restarted now.
+    case = {"args": labelled_worker(tmp_path, status_labels=NEW_CHECK, restart_on_change=True),
+            "expect": {"changed": False, "restarted": False, "new_session": False, "pid": 77,
+                       "status_labels": OLD_CHECK}, "no_warnings": True}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert (tmp_path / "etc" / "labels.yaml").read_text() == before
+    # Not given at all (a member the gate did not check again): the same.
+    case = {"args": labelled_worker(tmp_path, restart_on_change=True),
+            "expect": {"changed": False, "status_labels": OLD_CHECK}, "no_warnings": True}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+
+
+def test_a_restarted_node_keeps_its_status_labels_unless_new_ones_are_given(tmp_path, monkeypatch):
+    # The head came back as a new cluster (member: false): a restart for that says nothing new
+    # about the node's health, and jobs selecting on it would otherwise find no node.
+    fake_venv(tmp_path)
+    recording_start(monkeypatch)
+    run_case({"args": labelled_worker(tmp_path, status_labels=OLD_CHECK), "expect": {"changed": True}},
+             ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    alive, sent = worker_with_raylet(monkeypatch)
+    recording_start(monkeypatch)
+    case = {"args": labelled_worker(tmp_path, member=False),
+            "expect": {"changed": True, "restarted": True, "status_labels": OLD_CHECK}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert labels_file(tmp_path)[0] == dict(OLD_CHECK, rack="r1")
+    alive.update({2: "raylet", 3: "python"})
+    case = {"args": labelled_worker(tmp_path, member=False, status_labels={}),
+            "expect": {"changed": True, "restarted": True, "status_labels": {}}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    labels, text = labels_file(tmp_path)
+    assert labels == {"rack": "r1"} and node_step.nl.status_from_file(text) == {}
+
+
+def test_a_stopped_node_starts_again_with_the_status_labels_of_its_last_start(tmp_path, monkeypatch):
+    # upgrade.yml stops every node, switches the version and starts them: nothing new is known of
+    # their health, and jobs selecting on it would otherwise find no node.
+    fake_venv(tmp_path)
+    ran = recording_start(monkeypatch)
+    args = labelled_worker(tmp_path, status_labels=OLD_CHECK)
+    run_case({"args": args, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    (tmp_path / "run" / node_step.STATE_FILE).unlink()  # stopped (the state file goes with it)
+    del args["status_labels"]
+    run_case({"args": args, "expect": {"changed": True, "status_labels": OLD_CHECK}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert any(a.startswith("--labels-file=") for a in ran[-1])
+    assert labels_file(tmp_path)[0] == dict(OLD_CHECK, rack="r1")
+    # A key that became a label of the configuration is no longer carried as a status label.
+    (tmp_path / "run" / node_step.STATE_FILE).unlink()
+    args["labels"] = {"rack": "r1", "raygate.io/health": "manual"}
+    carried = dict(OLD_CHECK)
+    del carried["raygate.io/health"]
+    run_case({"args": args, "expect": {"changed": True, "status_labels": carried}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert labels_file(tmp_path)[0]["raygate.io/health"] == "manual"
+
+
+def test_a_stop_with_empty_status_labels_forgets_them(tmp_path, monkeypatch):
+    # The gate evicted the node (health.yml): a later start must not say it passed.
+    fake_venv(tmp_path)
+    ran = recording_start(monkeypatch)
+    status_only = base_args(tmp_path, role="worker", head_ip="198.18.0.12", status_labels=OLD_CHECK)
+    run_case({"args": status_only, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    before = (tmp_path / "etc" / "labels.yaml").read_text()
+    stop = dict(status_only, state="stopped", status_labels={})
+    monkeypatch.setattr(
+        node_step.Node, "leftovers", lambda self, plan: {"processes": [], "ports": [], "gpu_processes": []}
+    )
+    case = {"args": stop, "check_mode": True, "expect": {"changed": True, "status_labels_forgotten": True}}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert (tmp_path / "etc" / "labels.yaml").read_text() == before
+    run_case({"args": stop, "expect": {"changed": True, "status_labels_forgotten": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    # Still there, empty: a systemd unit started with --labels-file passes it at the next boot.
+    assert labels_file(tmp_path)[0] == {}
+    run_case({"args": stop, "expect": {"changed": False, "status_labels_forgotten": False}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    del status_only["status_labels"]
+    run_case({"args": status_only, "expect": {"changed": True, "status_labels": {}}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert not any(a.startswith("--labels-file=") for a in ran[-1])
+    # No labels at all: no file is left to claim labels the node does not carry.
+    assert not (tmp_path / "etc" / "labels.yaml").exists()
+
+
+def test_check_mode_says_which_status_labels_a_start_would_give(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    case = {"args": labelled_worker(tmp_path, status_labels=NEW_CHECK), "check_mode": True,
+            "expect": {"changed": True, "status_labels": NEW_CHECK}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.parametrize(
+    "labels, status, needles",
+    [
+        ({}, {"ray.io/health": "pass"}, ["status_labels", "ray.io/health", "Ray's own"]),
+        ({}, {"raygate.io/health": "not ok"}, ["raygate.io/health", "'not ok'"]),
+        ({}, {"raygate.io/checked-at": 1785283200.5}, ["must be a string", "1785283200.5"]),
+        ({}, {"raygate.io/health": None}, ["must be a string"]),
+        ({}, {"raygate.io/": "pass"}, ["name ''"]),
+        ({}, {"-raygate.io/health": "pass"}, ["prefix '-raygate.io'"]),
+        ({}, {"raygate.io/health": "x" * 64}, ["raygate.io/health"]),
+        ({"rack": "r1"}, {"rack": "r2"}, ["rack in both labels and status_labels"]),
+        ({"rack": "r 1"}, {}, ["invalid Ray node label in labels", "'r 1'"]),
+    ],
+)
+def test_bad_labels_fail_before_anything_changes(tmp_path, monkeypatch, labels, status, needles):
+    fake_venv(tmp_path)
+    alive, sent = worker_with_raylet(monkeypatch)
+    monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: pytest.fail("ran %s" % args))
+    args = base_args(tmp_path, role="worker", head_ip="198.18.0.12", labels=labels, status_labels=status,
+                     restart_on_change=True)  # fmt: skip
+    case = {"args": args, "expect": {"failed": True}, "expect_contains": {"msg": needles + ["nothing was changed"]}}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert sent == [] and not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()

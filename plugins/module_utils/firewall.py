@@ -9,8 +9,9 @@ Pure functions only (stdlib): the module ray_firewall reads the current state wi
 hands the text to the parsers here, and applies what the comparisons here return.
 
 The model (``build_desired``) holds the plan ports of one role, the cluster sources allowed
-to reach all of them, and the admin sources allowed to reach only the admin ports. Each
-backend renders the same model:
+to reach all of them, and the admin sources allowed to reach only the admin ports. On the host
+of the GCS store (the managed Redis of GCS fault tolerance) it also holds the store's port,
+which only the store sources (the head or heads) may reach. Each backend renders the same model:
 
 - nftables: one table of our own, replaced atomically (``render_nft``);
 - firewalld: ipsets we own plus rich rules that reference them (``firewalld_*``);
@@ -35,6 +36,8 @@ IPSETS = {
     ("cluster", 6): "raygate6",
     ("admin", 4): "raygate-admin4",
     ("admin", 6): "raygate-admin6",
+    ("store", 4): "raygate-store4",
+    ("store", 6): "raygate-store6",
 }
 IPSET_FAMILY = {4: "inet", 6: "inet6"}
 RICH_FAMILY = {4: "ipv4", 6: "ipv6"}
@@ -142,14 +145,25 @@ def select_admin_ports(ports, admin_ports, known_names):
     return [entry for entry in ports if entry["name"] in wanted]
 
 
-def build_desired(ports, sources, admin_sources=(), admin_ports=(), known_names=None, allow_any=False):
+def build_desired(
+    ports,
+    sources,
+    admin_sources=(),
+    admin_ports=(),
+    known_names=None,
+    allow_any=False,
+    store_ports=(),
+    store_sources=(),
+):
     """The rule model shared by every backend.
 
     ``ports``: ``port_plan.firewall_ports(plan, role)``. ``known_names``: every valid admin
     port name (the head's names); defaults to the names in ``ports``. Returns a dict with
     ``ports``, ``cluster`` (networks allowed to all ports), ``admin`` (the normalised admin
     networks), ``admin_effective`` (admin networks not already covered by a cluster network),
-    ``admin_ports`` (port entries) and ``warnings``.
+    ``admin_ports`` (port entries) and ``warnings``. ``store_ports`` (the GCS store's, from
+    ``port_plan.store_firewall_ports``) are open to ``store_sources`` only, whatever
+    ``allow_any`` says; they are returned as ``store_ports`` and ``store`` (networks).
     """
     check_no_ssh(ports)
     cluster, warnings = parse_sources(sources, "sources", allow_any)
@@ -167,15 +181,25 @@ def build_desired(ports, sources, admin_sources=(), admin_ports=(), known_names=
             "or to everybody (anyone who reaches them can run code): list the cluster's node addresses or "
             "networks in sources, or set allow_any_source=true to open them to every address on purpose"
         )
+    store, store_warnings = parse_sources(store_sources, "store_sources")
+    warnings += store_warnings
+    if store_ports and not store:
+        raise FirewallError(
+            "store_sources is empty: the GCS store's port (%s) would be open to nobody, and the head could not "
+            "reach its Redis: list the head's address(es)" % ", ".join(e["port"] for e in store_ports)
+        )
+    check_no_ssh(store_ports)
     names = known_names if known_names is not None else [e["name"] for e in ports]
     chosen = select_admin_ports(ports, list(admin_ports or []), names)
     effective = [n for n in admin if not _covered(n, cluster)] if chosen else []
     return {
-        "ports": [dict(e) for e in ports],
+        "ports": [dict(e) for e in ports] + [dict(e) for e in store_ports],
         "cluster": cluster,
         "admin": admin,
         "admin_effective": effective,
         "admin_ports": [dict(e) for e in chosen],
+        "store": store if store_ports else [],
+        "store_ports": [dict(e) for e in store_ports],
         "warnings": warnings,
     }
 
@@ -183,9 +207,10 @@ def build_desired(ports, sources, admin_sources=(), admin_ports=(), known_names=
 def neutral_rules(desired):
     """Backend-neutral rules: [{'port', 'proto', 'sources'}], one per plan port, in plan order."""
     admin_ports = {e["port"] for e in desired["admin_ports"]}
+    store_ports = {e["port"] for e in desired.get("store_ports", [])}
     rules = []
     for entry in desired["ports"]:
-        nets = list(desired["cluster"])
+        nets = list(desired["store"] if entry["port"] in store_ports else desired["cluster"])
         if entry["port"] in admin_ports:
             nets += desired["admin_effective"]
         rules.append({"port": entry["port"], "proto": entry["proto"], "sources": net_text(reduce_networks(nets))})
@@ -197,10 +222,15 @@ def _by_version(networks, version):
 
 
 def _groups(desired):
-    """(group, networks, port entries) for the cluster group and, when it has effect, the admin group."""
-    groups = [("cluster", desired["cluster"], desired["ports"])]
+    """(group, networks, port entries) for the cluster group, the admin group when it has effect,
+    and the store group on the GCS store host (its port is in no other group)."""
+    store_ports = desired.get("store_ports", [])
+    store_names = {e["port"] for e in store_ports}
+    groups = [("cluster", desired["cluster"], [e for e in desired["ports"] if e["port"] not in store_names])]
     if desired["admin_effective"] and desired["admin_ports"]:
         groups.append(("admin", desired["admin_effective"], desired["admin_ports"]))
+    if store_ports:
+        groups.append(("store", desired["store"], store_ports))
     return groups
 
 

@@ -95,6 +95,8 @@ class RayFirewall:
                 admin_ports=self.p["admin_ports"],
                 known_names=known,
                 allow_any=self.p["allow_any_source"],
+                store_ports=pp.store_firewall_ports(plan) if self.p["gcs_store"] else [],
+                store_sources=self.p["gcs_store_sources"],
             )
         except fw.FirewallError as exc:
             self.fail(str(exc))
@@ -352,6 +354,8 @@ ARGUMENT_SPEC = dict(
     rules_file=dict(type="path", default="/etc/raygate/firewall.nft"),
     boot=dict(type="bool", default=False),
     unit_dir=dict(type="path", default="/etc/systemd/system"),
+    gcs_store=dict(type="bool", default=False),
+    gcs_store_sources=dict(type="list", elements="str", default=[]),
 )
 
 

@@ -24,6 +24,15 @@ from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait
 
 STATE_FILE = "ray-node.json"
 FLAGS_FILE = "raygate-start-flags.json"
+GCS_SECRET_FILE = "gcs-secret.env"
+# `ray start` reads the Redis password only from --redis-password (no environment variable in
+# Ray 2.60). The argument names this variable instead of the password: systemd expands it from
+# the 0600 secret file, and a process start substitutes it just before running `ray start`, so
+# neither the unit nor the returned command ever holds the password.
+REDIS_PASSWORD_VAR = "RAYGATE_REDIS_PASSWORD"
+REDIS_PASSWORD_ARG = "--redis-password=${%s}" % REDIS_PASSWORD_VAR
+# Ray refuses a storage namespace holding its cluster separator (RAY_CHECK in gcs_server).
+_NAMESPACE_BAD = "@"
 
 
 def send_signal(pids, sig):
@@ -98,6 +107,7 @@ class Node:
         self.env_path = os.path.join(self.p["config_dir"], "ray.env")
         self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
         self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
+        self.secret_path = os.path.join(self.p["config_dir"], GCS_SECRET_FILE)
         self.session_roots = tuple(r for r in (self.p["temp_dir"], "/tmp/ray") if r)
         self.warnings = []
         self.diff = {"before": "", "after": ""}
@@ -123,8 +133,82 @@ class Node:
         if self.p["python_version_match_level"] == "minor":
             env["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] = "minor"
         env.update(pp.env_vars(plan, self.p["role"]))
+        env.update(self.gcs_env())
         env.update({k: str(v) for k, v in self.p["env"].items()})
         return env
+
+    # -- GCS fault tolerance ----------------------------------------------------------
+    def version_tag(self):
+        """The installed Ray's directory name (ray-2.60.0-py3.11): one storage per Ray version,
+        so upgrade.yml's new version starts on fresh tables and a rollback finds the old ones."""
+        return os.path.basename(os.path.realpath(self.p["venv"]).rstrip("/")) or "ray"
+
+    def storage_namespace(self):
+        """RAY_external_storage_namespace: the cluster's prefix, then the Ray version."""
+        return "%s-%s" % (self.p["storage_namespace"], self.version_tag())
+
+    def gcs_storage_path(self):
+        return os.path.join(self.p["gcs_storage_path"], self.version_tag())
+
+    def gcs_problems(self):
+        """What is wrong with the GCS fault tolerance options, before anything changes."""
+        p = self.p
+        problems = []
+        if p["gcs_reconnect_timeout"] is not None and p["gcs_reconnect_timeout"] < 1:
+            problems.append("gcs_reconnect_timeout must be at least 1 second")
+        if p["gcs_ft"] != "redis" or p["role"] != "head":
+            return problems
+        if not p["redis_address"]:
+            problems.append("gcs_ft is redis but redis_address is empty")
+        if p["redis_password"] is None or not p["redis_password"].strip():
+            problems.append("gcs_ft is redis but redis_password is empty: raygate never backs the GCS by an open Redis")
+        namespace = p["storage_namespace"] or ""
+        if not namespace.strip():
+            problems.append("gcs_ft is redis but storage_namespace is empty: clusters sharing a Redis would mix tables")
+        elif _NAMESPACE_BAD in namespace or any(c.isspace() for c in namespace):
+            problems.append("storage_namespace %r must not contain '@' or spaces (Ray refuses '@')" % namespace)
+        return problems
+
+    def gcs_env(self):
+        """The environment GCS fault tolerance needs: the store on the head, the reconnect
+        timeout on every node (each raylet decides for itself how long to wait for the GCS)."""
+        p = self.p
+        env = {}
+        if p["gcs_ft"] == "none":
+            return env
+        if p["gcs_reconnect_timeout"] is not None:
+            env["RAY_gcs_rpc_server_reconnect_timeout_s"] = str(p["gcs_reconnect_timeout"])
+        if p["role"] != "head":
+            return env
+        if p["gcs_ft"] == "redis":
+            env["RAY_REDIS_ADDRESS"] = p["redis_address"] or ""
+            env["RAY_external_storage_namespace"] = self.storage_namespace()
+        else:
+            env["RAY_gcs_storage"] = "rocksdb"
+            env["RAY_gcs_storage_path"] = self.gcs_storage_path()
+        return env
+
+    def uses_redis_password(self):
+        return self.p["role"] == "head" and self.p["gcs_ft"] == "redis" and bool(self.p["redis_password"])
+
+    def secret_text(self):
+        return render_env(
+            {REDIS_PASSWORD_VAR: self.p["redis_password"]},
+            header="Managed by raygate: the GCS Redis password (mode 0600; read by the Ray head's unit).",
+        )
+
+    def write_secret(self, check_mode):
+        """The password file (0600) for the head's unit; True when it changed. Never diffed."""
+        if not self.uses_redis_password():
+            return False
+        return write_file(self.secret_path, self.secret_text(), mode=0o600, check_mode=check_mode)[0]
+
+    def with_password(self, args):
+        """``args`` with the password in place of its variable: only for the process launch."""
+        if not self.uses_redis_password():
+            return args
+        value = "--redis-password=%s" % self.p["redis_password"]
+        return [value if a == REDIS_PASSWORD_ARG else a for a in args]
 
     def file_env(self):
         env = {}
@@ -161,6 +245,12 @@ class Node:
                 args.append("--temp-dir=%s" % p["temp_dir"])
         if supported is None or "--disable-usage-stats" in supported:
             args.append("--disable-usage-stats")
+        if self.uses_redis_password():
+            # Hidden options in Ray 2.60 (absent from `ray start --help`, present in its code):
+            # never filtered by the supported flags.
+            if p["redis_username"]:
+                args.append("--redis-username=%s" % p["redis_username"])
+            args.append(REDIS_PASSWORD_ARG)
         return args, dropped
 
     def config_hash(self, plan, env):
@@ -181,6 +271,14 @@ class Node:
             "token": hashlib.sha256(token.encode()).hexdigest() if token else None,
             "supervisor": p["supervisor"],
         }
+        if p["gcs_ft"] != "none":
+            # Only when on: a cluster without fault tolerance keeps the hash it had before.
+            password = p["redis_password"] if self.uses_redis_password() else None
+            desired["gcs"] = {
+                "ft": p["gcs_ft"],
+                "username": p["redis_username"] if password else None,
+                "password": hashlib.sha256(password.encode()).hexdigest() if password else None,
+            }
         blob = json.dumps(desired, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -272,12 +370,16 @@ class Node:
                 "variable raygate_supervisor) to process" % files.SYSTEMD_RUNTIME_DIR
             )
         plan = self.plan()
+        problems = self.gcs_problems()
+        if problems:
+            self.fail("GCS fault tolerance: " + "; ".join(problems))
         installed = os.access(self.ray, os.X_OK)
         if not installed and not self.module.check_mode:
             self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
         if p["auth"] and p["auth_token"] is not None and not p["auth_token"].strip():
             self.fail("auth_token is empty; give the cluster's token or leave it unset")
         token_file_changed = self.write_token(check_mode=True)
+        token_file_changed = self.write_secret(check_mode=True) or token_file_changed
         if p["auth"] and self.token() is None and not self.module.check_mode:
             self.fail("auth is on but the token file %s is missing on this node" % p["auth_token_file"])
         env = self.node_env(plan)
@@ -288,6 +390,12 @@ class Node:
         record = self.recorded()
         result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
         result["new_session"] = False
+        if p["gcs_ft"] != "none" and p["role"] == "head":
+            result["gcs_storage"] = (
+                {"backend": "redis", "address": p["redis_address"], "namespace": self.storage_namespace()}
+                if p["gcs_ft"] == "redis"
+                else {"backend": "rocksdb", "path": self.gcs_storage_path()}
+            )
         # Status labels are no part of the configuration: never a reason to restart. Ray cannot
         # relabel a running node, so one that is left alone keeps those it was started with.
         carried = self.carried_status_labels()
@@ -300,6 +408,7 @@ class Node:
             # Same token (it is in the digest), only the file differs (mode, trailing newline).
             if token_file_changed and not self.module.check_mode:
                 self.write_token(check_mode=False)
+                self.write_secret(check_mode=False)
             return dict(result, changed=token_file_changed, pid=raylet["pid"])
         if dead or rotating:
             # What runs here is no working member (see dead_session), or runs on the old token:
@@ -333,6 +442,10 @@ class Node:
         if dropped:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
         self.write_token(check_mode=False)
+        self.write_secret(check_mode=False)
+        if p["gcs_ft"] == "rocksdb" and p["role"] == "head":
+            # The GCS's own disk store: readable by root only, like Redis's data directory.
+            os.makedirs(self.gcs_storage_path(), mode=0o700, exist_ok=True)
         self.write_config(env, args, digest, node_labels, sorted(status))
         # Recorded before the launch: a run interrupted during `ray start` leaves a node whose
         # configuration is known, so the next run judges it instead of refusing a stranger.
@@ -447,7 +560,10 @@ class Node:
             # Not passed to Ray: a stale file would claim status labels the node does not carry.
             os.unlink(self.labels_path)
         if self.p["supervisor"] == "systemd":
-            unit = render_unit(self.p["role"], args, [self.env_path] + list(self.p["env_files"]), config_hash=digest)
+            env_files = [self.env_path] + list(self.p["env_files"])
+            if self.uses_redis_password():
+                env_files.append(self.secret_path)
+            unit = render_unit(self.p["role"], args, env_files, config_hash=digest)
             write_file(self.unit_path, unit)
 
     def launch(self, args, env):
@@ -459,7 +575,7 @@ class Node:
                     self.fail("systemctl %s failed: %s" % (" ".join(cmd), (err or out).strip()))
         else:
             log = os.path.join(self.p["state_dir"], "ray-start.log")
-            rc, out, err = self.run(args, env=env, output_file=log, cwd="/")
+            rc, out, err = self.run(self.with_password(args), env=env, output_file=log, cwd="/")
             if rc != 0:
                 self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
         ok, raylet, elapsed = wait_for(self._raylet_up, timeout=self.p["start_timeout"], interval=0.5)
@@ -624,6 +740,7 @@ class Node:
             removable += [self.env_path, self.labels_path, os.path.join(self.p["state_dir"], "ray-start.log")]
             removable += list(self.p["extra_files"])
             removable.append(self.p["auth_token_file"])
+            removable.append(self.secret_path)
             if self.p["supervisor"] == "systemd":
                 removable.append(self.unit_path)
         removable = [path for path in removable if os.path.lexists(path)]
@@ -697,6 +814,13 @@ ARGUMENT_SPEC = dict(
     drain_timeout=dict(type="int", default=600),
     member=dict(type="bool"),
     rotate_token=dict(type="bool", default=False),
+    gcs_ft=dict(type="str", choices=["none", "redis", "rocksdb"], default="none"),
+    redis_address=dict(type="str"),
+    redis_username=dict(type="str", default=""),
+    redis_password=dict(type="str", no_log=True),
+    storage_namespace=dict(type="str"),
+    gcs_storage_path=dict(type="path", default="/var/lib/raygate/gcs"),
+    gcs_reconnect_timeout=dict(type="int"),
 )
 
 

@@ -34,7 +34,14 @@ DEFAULT_PORTS = {
     "dashboard_metric": 8271,
     "min_worker": 10002,
     "max_worker": 10999,
+    # Not a Ray port: the Redis that raygate manages for GCS fault tolerance (raygate_gcs_ft:
+    # redis) listens here on its store host. Redis's own default, 6379, is the GCS port.
+    "gcs_redis": 6380,
 }
+
+# Ports of the GCS store, not of a Ray node: ray_node neither passes nor checks them, and the
+# firewall opens them only on the store host, to the head(s) only (store_firewall_ports).
+STORE_KEYS = frozenset(["gcs_redis"])
 
 HEAD_ONLY = frozenset(["gcs", "dashboard", "client_server", "autoscaler_metric", "dashboard_metric"])
 
@@ -241,7 +248,7 @@ def validate_plan(plan, ephemeral_range=None, min_worker_ports=64, offset=0) -> 
 
 def _role_keys(role):
     _check_role(role)
-    return [k for k in DEFAULT_PORTS if role == "head" or k not in HEAD_ONLY]
+    return [k for k in DEFAULT_PORTS if k not in STORE_KEYS and (role == "head" or k not in HEAD_ONLY)]
 
 
 def role_ports(plan, role) -> dict:
@@ -284,6 +291,11 @@ def firewall_ports(plan, role) -> list:
     rules.append({"name": "worker", "port": str(lo) if lo == hi else _range_text(lo, hi), "proto": "tcp"})
     rules.sort(key=lambda r: int(r["port"].split("-")[0]))
     return rules
+
+
+def store_firewall_ports(plan) -> list:
+    """What the firewall of the GCS store host opens, to the head(s) only: [{'name', 'port', 'proto'}]."""
+    return [{"name": k, "port": str(plan[k]), "proto": "tcp"} for k in DEFAULT_PORTS if k in STORE_KEYS]
 
 
 def all_ports(plan, role) -> set:

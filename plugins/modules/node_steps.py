@@ -81,6 +81,13 @@ options:
       - It is a separate option because a value nested in the free-form O(ray_node) dict would
         not be masked in the node's log; this one is never shown in output, logs or diffs.
     type: str
+  redis_password:
+    description:
+      - The GCS Redis password, passed to the O(ray_node) step as its C(redis_password) option.
+        Ignored when O(ray_node) is not given.
+      - A separate option for the reason O(auth_token) is one; never shown in output, logs or diffs.
+    type: str
+    version_added: 0.5.0
   continue_on_failure:
     description:
       - V(false) stops at the first step that fails.
@@ -168,6 +175,8 @@ from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepF
 
 STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}
 ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
+# ray_node's no_log options, given to node_steps at top level so that they are masked.
+SECRETS = ("auth_token", "redis_password")
 
 ARGUMENT_SPEC = dict(
     ray_install=dict(type="dict"),
@@ -176,6 +185,7 @@ ARGUMENT_SPEC = dict(
     ray_firewall=dict(type="dict"),
     order=dict(type="list", elements="str", choices=ORDER, default=list(ORDER)),
     auth_token=dict(type="str", no_log=True),
+    redis_password=dict(type="str", no_log=True),
     continue_on_failure=dict(type="bool", default=False),
 )
 
@@ -187,18 +197,20 @@ def input_problems(params):
     missing = [name for name in ORDER if params[name] is not None and name not in order]
     if missing:
         problems.append("%s given but not in order (%s)" % (", ".join(missing), ", ".join(order)))
-    if params["ray_node"] is not None and "auth_token" in params["ray_node"]:
-        problems.append(
-            "ray_node must not contain auth_token: a value nested in ray_node is not masked in the node's log; "
-            "give the token as the auth_token option of node_steps"
-        )
+    for secret in SECRETS:
+        if params["ray_node"] is not None and secret in params["ray_node"]:
+            problems.append(
+                "ray_node must not contain %s: a value nested in ray_node is not masked in the node's log; "
+                "give it as the %s option of node_steps" % (secret, secret)
+            )
     return problems
 
 
 def step_args(params, name):
     args = dict(params[name])
-    if name == "ray_node" and params["auth_token"] is not None:
-        args["auth_token"] = params["auth_token"]
+    for secret in SECRETS:
+        if name == "ray_node" and params[secret] is not None:
+            args[secret] = params[secret]
     return args
 
 
@@ -220,9 +232,10 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     problems = input_problems(params)
-    nested = (params["ray_node"] or {}).get("auth_token")
-    if nested:
-        module.no_log_values.add(str(nested))  # too late for the node's log, but not shown in the result
+    for secret in SECRETS:
+        nested = (params["ray_node"] or {}).get(secret)
+        if nested:
+            module.no_log_values.add(str(nested))  # too late for the node's log, but not shown in the result
     if problems:
         module.fail_json(msg="; ".join(problems))
     ran, results, failures, diffs = [], {}, [], []

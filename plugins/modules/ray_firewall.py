@@ -154,6 +154,21 @@ options:
     description: Where the boot unit of O(boot) is written.
     type: path
     default: /etc/systemd/system
+  gcs_store:
+    description:
+      - This host runs the managed Redis of GCS fault tolerance (the role's C(ray_gcs_store) group), so
+        open the plan's C(gcs_redis) port, to O(gcs_store_sources) only.
+    type: bool
+    default: false
+    version_added: 0.5.0
+  gcs_store_sources:
+    description:
+      - Who may reach the GCS store's port (the head's address, or the heads'); required with O(gcs_store=true).
+        O(allow_any_source) never opens that port wider.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.5.0
 notes:
   - Nothing but raygate's own rules is ever changed. No default policy, no C(ufw enable), no
     flush of other tables, no reload beyond C(firewall-cmd --reload). SSH is never governed

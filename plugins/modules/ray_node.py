@@ -241,6 +241,54 @@ options:
         the same run, head first.
     type: bool
     default: false
+  gcs_ft:
+    description:
+      - GCS fault tolerance. V(none) keeps the GCS tables in memory (a crash of C(gcs_server) loses the cluster).
+      - V(redis) backs them by the Redis at O(redis_address); the head gets C(RAY_REDIS_ADDRESS),
+        C(RAY_external_storage_namespace) and C(--redis-username)/C(--redis-password).
+      - V(rocksdb) keeps them in Ray's embedded RocksDB store (alpha in Ray 2.60) under O(gcs_storage_path)
+        on the head (C(RAY_gcs_storage), C(RAY_gcs_storage_path)).
+      - Workers get only O(gcs_reconnect_timeout). See C(docs/GCS-FT.md).
+    type: str
+    choices: [none, redis, rocksdb]
+    default: none
+    version_added: 0.5.0
+  redis_address:
+    description: The GCS Redis, C(host:port) (O(gcs_ft=redis), head only).
+    type: str
+    version_added: 0.5.0
+  redis_username:
+    description: The Redis ACL user (C(--redis-username)); empty passes none.
+    type: str
+    default: ""
+    version_added: 0.5.0
+  redis_password:
+    description:
+      - The Redis password (O(gcs_ft=redis), head only; required then). Never returned or logged.
+      - Written to C(gcs-secret.env) in O(config_dir) (mode 0600), which the systemd unit reads;
+        the unit and the returned RV(command) hold only C(${RAYGATE_REDIS_PASSWORD}).
+      - Ray 2.60 itself passes it on C(gcs_server)'s command line, where local users can read it.
+    type: str
+    version_added: 0.5.0
+  storage_namespace:
+    description:
+      - The cluster's storage namespace prefix (O(gcs_ft=redis), head only; required then). The
+        installed Ray's directory name is appended, so each Ray version gets its own tables.
+      - Must not contain C(@), which Ray refuses.
+    type: str
+    version_added: 0.5.0
+  gcs_storage_path:
+    description: The RocksDB store's parent directory (O(gcs_ft=rocksdb)); one subdirectory per Ray version, mode 0700.
+    type: path
+    default: /var/lib/raygate/gcs
+    version_added: 0.5.0
+  gcs_reconnect_timeout:
+    description:
+      - Seconds a raylet waits for an unavailable GCS before it exits
+        (C(RAY_gcs_rpc_server_reconnect_timeout_s), Ray's default 60), on every node, when
+        O(gcs_ft) is not V(none). It must cover a head restart (a reboot under systemd).
+    type: int
+    version_added: 0.5.0
 """
 
 EXAMPLES = r"""
@@ -295,6 +343,12 @@ restarted:
   returned: when state is started
   type: bool
   sample: false
+gcs_storage:
+  description: Where the head's GCS keeps its tables (O(gcs_ft) not V(none)); the password is never part of it.
+  returned: when O(role=head) and O(gcs_ft) is not V(none) and O(state=started)
+  type: dict
+  sample: {backend: redis, address: "10.0.0.1:6380", namespace: raygate-0a1b2c3d4e5f-ray-2.60.0-py3.11}
+  version_added: 0.5.0
 new_session:
   description: Whether Ray was started in this call, so the node runs a new session (a new cluster when it is the head).
   returned: when state is started

@@ -18,8 +18,10 @@ shopt -s nullglob
 ROOTFS_VERSION=2
 SUITE=bookworm
 CACHE=${RAYGATE_ROOTFS_DIR:-/srv/raygate/rootfs}
+# redis-server: the managed Redis of GCS fault tolerance (tests/integration/gcsft); the nodes
+# cannot reach a mirror, so the package must be in the tree.
 PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-venv iproute2 procps psmisc
-    nftables util-linux rsync ca-certificates curl)
+    nftables util-linux rsync ca-certificates curl redis-server)
 # Units that cannot work, or have nothing to do, in a container without a console or a network
 # manager of its own: the launcher configures the node's network from the host.
 MASKED_UNITS=(getty.target console-getty.service container-getty@.service getty@.service
@@ -27,7 +29,9 @@ MASKED_UNITS=(getty.target console-getty.service container-getty@.service getty@
     systemd-networkd.service systemd-networkd.socket systemd-networkd-wait-online.service
     systemd-resolved.service systemd-timesyncd.service
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer
-    e2scrub_reap.service fstrim.timer)
+    e2scrub_reap.service fstrim.timer
+    # The distribution's Redis binds 127.0.0.1:6379, the GCS port; raygate runs its own unit.
+    redis-server.service)
 
 die() {
     echo "rootfs: $*" >&2

@@ -405,3 +405,57 @@ def test_ufw_changes():
 )
 def test_parse_ufw_status(text, state):
     assert fw.parse_ufw_status(text) == state
+
+
+# -- the GCS store's port (the managed Redis of GCS fault tolerance) ------------------------------
+STORE = pp.store_firewall_ports(PLAN)
+
+
+def store_desired(role="head", allow_any=False, store_sources=("198.18.0.11",)):
+    ports = HEAD if role == "head" else WORKER
+    return fw.build_desired(
+        ports, NODES, [], ["dashboard"], KNOWN, allow_any, store_ports=STORE, store_sources=list(store_sources)
+    )
+
+
+def test_store_port_is_open_to_the_head_only():
+    rules = {r["port"]: r["sources"] for r in fw.neutral_rules(store_desired())}
+    assert rules["6380"] == ["198.18.0.11/32"]
+    assert rules["6379"] == ["198.18.0.11/32", "198.18.0.12/32", "198.18.0.13/32"]
+
+
+def test_store_port_stays_closed_to_everyone_else_with_allow_any():
+    rules = {r["port"]: r["sources"] for r in fw.neutral_rules(store_desired(allow_any=True))}
+    assert rules["6380"] == ["198.18.0.11/32"]
+    assert rules["8076"] == ["0.0.0.0/0", "::/0"]
+
+
+def test_nft_store_set_rule_and_deny():
+    text = fw.render_nft(store_desired(role="worker"))
+    assert re.search(r"set store4 \{[^}]*elements = \{ 198\.18\.0\.11/32 \}", text)
+    assert "ip saddr @store4 tcp dport { 6380 } accept" in text
+    cluster_rule = [line for line in text.splitlines() if "@cluster4" in line][0]
+    assert "6380" not in cluster_rule
+    deny = [line for line in text.splitlines() if line.strip().endswith("drop")][0]
+    assert "6380" in deny
+
+
+def test_firewalld_and_ufw_store_rules():
+    want = store_desired(role="worker")
+    assert fw.firewalld_ipsets(want)["raygate-store4"] == ["198.18.0.11/32"]
+    assert fw.rich_rule(4, "raygate-store4", "6380") in fw.firewalld_rich_rules(want)
+    assert not [r for r in fw.firewalld_rich_rules(want) if "raygate4" in r and '"6380"' in r]
+    rules = fw.ufw_rules(want)
+    assert "allow from 198.18.0.11 to any port 6380 proto tcp comment 'raygate'" in rules
+    assert not [r for r in rules if "6380" in r and "198.18.0.12" in r]
+
+
+def test_store_without_sources_is_refused():
+    with pytest.raises(fw.FirewallError, match="store_sources is empty"):
+        store_desired(store_sources=())
+
+
+def test_no_store_ports_means_no_store_group():
+    want = desired(role="head")
+    assert "store" not in [group for group, _nets, _entries in fw._groups(want)]
+    assert "store" not in fw.render_nft(want)

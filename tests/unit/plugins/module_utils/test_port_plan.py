@@ -89,9 +89,11 @@ def _msgs(problems, *needles):
 
 
 def test_constants_are_consistent():
-    assert len(pp.DEFAULT_PORTS) == 13
-    assert set(pp.FLAGS) | set(pp.ENV_ONLY) == set(pp.DEFAULT_PORTS)
+    assert len(pp.DEFAULT_PORTS) == 14
+    assert set(pp.FLAGS) | set(pp.ENV_ONLY) | pp.STORE_KEYS == set(pp.DEFAULT_PORTS)
     assert not set(pp.FLAGS) & set(pp.ENV_ONLY)
+    assert not (set(pp.FLAGS) | set(pp.ENV_ONLY)) & pp.STORE_KEYS
+    assert pp.STORE_KEYS == {"gcs_redis"}
     assert pp.HEAD_ONLY == {"gcs", "dashboard", "client_server", "autoscaler_metric", "dashboard_metric"}
     assert pp.ENV_ONLY == {"autoscaler_metric": "AUTOSCALER_METRIC_PORT", "dashboard_metric": "DASHBOARD_METRIC_PORT"}
     assert issubclass(pp.PortPlanError, ValueError)
@@ -288,8 +290,8 @@ def test_role_ports():
     plan = pp.build_plan()
     head = pp.role_ports(plan, "head")
     worker = pp.role_ports(plan, "worker")
-    assert head == plan
-    assert set(worker) == set(plan) - pp.HEAD_ONLY
+    assert set(head) == set(plan) - pp.STORE_KEYS
+    assert set(worker) == set(plan) - pp.HEAD_ONLY - pp.STORE_KEYS
     assert worker["min_worker"] == 10002 and worker["max_worker"] == 10999
     with pytest.raises(pp.PortPlanError, match="role must be one of head, worker"):
         pp.role_ports(plan, "driver")
@@ -632,7 +634,7 @@ def test_validate_plan_property(overrides, worker_lo, worker_size, ephemeral, mi
     if not problems:
         assert len(pp.all_ports(plan, "head")) == 11 + len(workers)
         assert len(pp.all_ports(plan, "worker")) == 6 + len(workers)
-        assert pp.all_ports(plan, "head") == set(singles) | workers
+        assert pp.all_ports(plan, "head") == set(singles) - {plan[k] for k in pp.STORE_KEYS} | workers
 
 
 @settings(max_examples=300, deadline=None)
@@ -644,8 +646,13 @@ def test_offset_property(overrides, offset):
     base = pp.build_plan(overrides)
     plan = pp.build_plan(overrides, offset=offset)
     collisions = [p for p in pp.validate_plan(plan, offset=offset) if f"(offset {offset})" in p]
-    shared = pp.all_ports(plan, "head") & pp.all_ports(base, "head")
+    shared = _every_port(plan) & _every_port(base)
     assert (collisions == []) == (not shared), (collisions, sorted(shared)[:5])
+
+
+def _every_port(plan):
+    """Ray's head ports and the GCS store's: every port of one cluster's plan."""
+    return pp.all_ports(plan, "head") | {plan[k] for k in pp.STORE_KEYS}
 
 
 class Refused(Exception):
@@ -669,3 +676,26 @@ def test_node_plan_or_fail_words_both_kinds_of_refusal():
 def test_node_plan_or_fail_returns_the_plan():
     plan = pp.node_plan_or_fail({"ports": {}, "port_offset": 0, "min_worker_ports": 64}, _refuse)
     assert plan["gcs"] == 6379 and plan["dashboard"] == 8265
+
+
+# --------------------------------------------------------------------------- the GCS store's port
+
+
+def test_gcs_redis_is_planned_but_never_a_ray_port():
+    plan = pp.build_plan({"gcs_redis": 7000}, offset=100)
+    assert plan["gcs_redis"] == 7100
+    for role in ("head", "worker"):
+        assert 7100 not in pp.all_ports(plan, role)
+        assert all(rule["name"] != "gcs_redis" for rule in pp.firewall_ports(plan, role))
+        assert not any("7100" in arg for arg in pp.ray_start_args(plan, role)[0])
+        assert "7100" not in pp.env_vars(plan, role).values()
+    assert pp.store_firewall_ports(plan) == [{"name": "gcs_redis", "port": "7100", "proto": "tcp"}]
+
+
+def test_gcs_redis_overlap_is_refused_like_any_port():
+    problems = pp.validate_plan(pp.build_plan({"gcs_redis": 6379}))
+    assert _msgs(problems, "ports.gcs_redis=6379 overlaps ports.gcs=6379")
+    problems = pp.validate_plan(pp.build_plan({"gcs_redis": 10500}))
+    assert _msgs(problems, "ports.gcs_redis=10500 lies inside the worker range")
+    problems = pp.validate_plan(pp.build_plan({"gcs_redis": 40000}), ephemeral_range=LINUX_EPHEMERAL)
+    assert _msgs(problems, "ports.gcs_redis=40000 is inside the ephemeral port range")

@@ -1,0 +1,150 @@
+#!/usr/bin/python
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gcs_redis
+short_description: Check the Redis behind Ray's GCS, or remove one cluster's keys from it
+version_added: 0.5.0
+description:
+  - With O(state=reachable), connects to the Redis that backs the GCS (GCS fault tolerance),
+    authenticates with the cluster's password and sends PING. Nothing changes. It fails naming
+    the host it ran on, the address, the stage (connect, auth, ping) and what failed (refused,
+    timeout, WRONGPASS, NOAUTH, not Redis).
+  - With O(state=purged), removes every key Ray keeps for the storage namespaces that start
+    with O(namespace_prefix) (Ray names them C(RAY<namespace>@<table>)), found with SCAN, never
+    KEYS. Other clusters' keys in the same Redis are left alone.
+  - Speaks RESP over a plain socket with the Python standard library, so the node needs no Redis
+    client. TLS (C(rediss://)) is not supported.
+author:
+  - raygate maintainers (@raygate)
+extends_documentation_fragment:
+  - raygate.cluster.attributes
+attributes:
+  check_mode:
+    support: full
+    details: O(state=reachable) never changes anything; O(state=purged) counts the keys it would remove.
+  diff_mode:
+    support: none
+options:
+  address:
+    description: The Redis address, C(host:port), C([v6]:port) or C(redis://host:port).
+    type: str
+    required: true
+  username:
+    description: The Redis ACL user; empty authenticates with the password alone (the C(default) user).
+    type: str
+    default: ""
+  password:
+    description: The Redis password; never shown in output or logs. Empty sends no AUTH.
+    type: str
+    required: true
+  state:
+    description: V(reachable) checks; V(purged) removes the cluster's keys.
+    type: str
+    choices: [reachable, purged]
+    default: reachable
+  namespace_prefix:
+    description:
+      - With O(state=purged), the start of the storage namespaces (C(RAY_external_storage_namespace))
+        whose keys are removed. Required then, and never empty.
+    type: str
+  timeout:
+    description: Seconds for the connection and for each reply.
+    type: float
+    default: 5
+seealso:
+  - module: raygate.cluster.ray_node
+"""
+
+EXAMPLES = r"""
+- name: Check from the head that the GCS Redis answers with the password
+  raygate.cluster.gcs_redis:
+    address: 10.0.0.1:6380
+    username: default
+    password: "{{ raygate_gcs_redis_password }}"
+
+- name: Remove this cluster's GCS tables from a shared Redis
+  raygate.cluster.gcs_redis:
+    address: redis.example.com:6379
+    password: "{{ vault_redis_password }}"
+    state: purged
+    namespace_prefix: raygate-0a1b2c3d4e5f
+"""
+
+RETURN = r"""
+address:
+  description: The address as host and port.
+  returned: always
+  type: str
+  sample: 10.0.0.1:6380
+seconds:
+  description: How long the check took, connection included.
+  returned: when O(state=reachable)
+  type: float
+  sample: 0.004
+keys:
+  description: How many keys matched the namespace prefix (removed, or in check mode to be removed).
+  returned: when O(state=purged)
+  type: int
+  sample: 9
+kind:
+  description: What failed (refused, timeout, unreachable, wrongpass, noauth, auth_error, protocol, error).
+  returned: on failure
+  type: str
+  sample: wrongpass
+"""
+
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.raygate.cluster.plugins.module_utils import resp
+
+
+def run(module, connect=None):
+    p = module.params
+    connect = connect or socket.create_connection
+    try:
+        host, port = resp.parse_address(p["address"])
+    except ValueError as exc:
+        module.fail_json(msg="address: %s" % exc)
+    address = "%s:%s" % (host, port)
+    here = socket.gethostname()
+    try:
+        if p["state"] == "reachable":
+            result = resp.check(host, port, p["username"], p["password"], p["timeout"], connect=connect)
+            module.exit_json(changed=False, address=address, seconds=result["seconds"])
+        if not p["namespace_prefix"]:
+            module.fail_json(msg="namespace_prefix is required (and must not be empty) with state=purged")
+        with resp.Connection(host, port, p["timeout"], connect) as conn:
+            if p["password"]:
+                conn.auth(p["username"], p["password"])
+            keys = resp.matching_keys(conn, resp.namespace_pattern(p["namespace_prefix"]))
+            if keys and not module.check_mode:
+                resp.delete_keys(conn, keys)
+        module.exit_json(changed=bool(keys), address=address, keys=len(keys))
+    except resp.RedisError as exc:
+        module.fail_json(msg=resp.describe(exc, address, here), kind=exc.kind, address=address)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            address=dict(type="str", required=True),
+            username=dict(type="str", default=""),
+            password=dict(type="str", required=True, no_log=True),
+            state=dict(type="str", choices=["reachable", "purged"], default="reachable"),
+            namespace_prefix=dict(type="str"),
+            timeout=dict(type="float", default=5),
+        ),
+        supports_check_mode=True,
+    )
+    run(module)
+
+
+if __name__ == "__main__":
+    main()

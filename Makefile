@@ -145,7 +145,7 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 
 # Each scenario suite owns the sandbox while it runs: one after the other.
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm and health-gate scenarios (root)
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate and GCS fault tolerance scenarios (root)
 	$(BIN)/pytest -q tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
 	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/health \
 	  --ignore=tests/integration/gcsft
@@ -155,6 +155,7 @@ integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  
 	$(BIN)/pytest -q tests/integration/faults
 	$(BIN)/pytest -q tests/integration/slurm
 	$(BIN)/pytest -q tests/integration/health
+	$(BIN)/pytest -q tests/integration/gcsft
 
 .PHONY: health
 health: bootstrap wheelhouse  ## health-gate faults on a 7-node sandbox: no-Xid GPU loss, SXid, counter growth, drift, breaker, labels (root)

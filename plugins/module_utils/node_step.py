@@ -47,7 +47,7 @@ def send_signal(pids, sig):
 UNIT_HASH_PREFIX = "# raygate-config-hash: "
 
 
-def render_unit(role, command, env_files, description=None, config_hash=None):
+def render_unit(role, command, env_files, description=None, config_hash=None, venv_bin=None):
     """The systemd unit for a node: ``ray start --block`` as the main process.
 
     No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
@@ -57,6 +57,9 @@ def render_unit(role, command, env_files, description=None, config_hash=None):
     (a stop through systemctl is never restarted).
 
     config_hash is kept in a comment: the unit outlives a reboot, the state file in /run does not.
+    venv_bin goes first on PATH, as under the process supervisor: a job's entrypoint
+    (``ray job submit -- python script.py``) and runtime environments run Ray's Python, not the
+    system's (which may have no ``python`` at all).
     """
     lines = ["# Managed by raygate.cluster.ray_node: local changes are overwritten."]
     if config_hash:
@@ -70,6 +73,8 @@ def render_unit(role, command, env_files, description=None, config_hash=None):
         "[Service]",
         "Type=simple",
     ]
+    if venv_bin:
+        lines.append("Environment=PATH=%s:%s" % (venv_bin, DEFAULT_PATH))
     lines += ["EnvironmentFile=-%s" % path for path in env_files]
     lines += [
         "ExecStart=%s" % " ".join(_systemd_quote(a) for a in command + ["--block"]),
@@ -563,7 +568,7 @@ class Node:
             env_files = [self.env_path] + list(self.p["env_files"])
             if self.uses_redis_password():
                 env_files.append(self.secret_path)
-            unit = render_unit(self.p["role"], args, env_files, config_hash=digest)
+            unit = render_unit(self.p["role"], args, env_files, config_hash=digest, venv_bin=self.venv_bin)
             write_file(self.unit_path, unit)
 
     def launch(self, args, env):

@@ -19,9 +19,10 @@ ROOTFS_VERSION=2
 SUITE=bookworm
 CACHE=${RAYGATE_ROOTFS_DIR:-/srv/raygate/rootfs}
 # redis-server: the managed Redis of GCS fault tolerance (tests/integration/gcsft); the nodes
-# cannot reach a mirror, so the package must be in the tree.
-PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-venv iproute2 procps psmisc
-    nftables util-linux rsync ca-certificates curl redis-server)
+# cannot reach a mirror, so the package must be in the tree. python3-apt: Ansible's package module
+# needs it to see that redis-server is installed (else it tries to install python3-apt itself).
+PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-apt python3-venv iproute2 procps
+    psmisc nftables util-linux rsync ca-certificates curl redis-server)
 # Units that cannot work, or have nothing to do, in a container without a console or a network
 # manager of its own: the launcher configures the node's network from the host.
 MASKED_UNITS=(getty.target console-getty.service container-getty@.service getty@.service

@@ -188,7 +188,9 @@ def render(tmp_path):
     ray.write_text("#!/bin/sh\n")
     ray.chmod(0o755)
     cmd = [str(ray), "start", "--head", "--port=6379", '--resources={"a b":1}']
-    return node_step.render_unit("head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"])
+    return node_step.render_unit(
+        "head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"], venv_bin="/opt/raygate/ray-2.60.0-py3.11/bin"
+    )
 
 
 def test_unit_shape(tmp_path):
@@ -198,6 +200,10 @@ def test_unit_shape(tmp_path):
     assert "Restart=always" in unit and "Restart=on-failure" not in unit
     assert "ExecStop" not in unit
     assert "EnvironmentFile=-/etc/raygate/nccl.env" in unit
+    # A job's `python` is Ray's: the virtualenv comes first on PATH, before any env file may change it.
+    path = [line for line in unit.splitlines() if line.startswith("Environment=PATH=")]
+    assert path == ["Environment=PATH=/opt/raygate/ray-2.60.0-py3.11/bin:" + node_step.DEFAULT_PATH], unit
+    assert unit.index("Environment=PATH=") < unit.index("EnvironmentFile=")
     exec_line = [line for line in unit.splitlines() if line.startswith("ExecStart=")][0]
     assert exec_line.endswith("--block")
     assert '"--resources={\\"a b\\":1}"' in exec_line

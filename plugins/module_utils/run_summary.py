@@ -36,6 +36,8 @@ FAILING = ("no_cluster", "gate_failed", "incomplete", "failed")
 STEP_RESULTS = (
     ("raygate_preflight_call", "preflight"),
     ("raygate_install_call", "install"),
+    # site.yml's one call for both (node_steps): its message names the step that failed.
+    ("raygate_configure_call", "NCCL environment and firewall"),
     ("raygate_env_call", "NCCL environment"),
     ("raygate_firewall_call", "firewall"),
     ("raygate_gpu_health", "GPU checks"),

@@ -201,13 +201,16 @@ def project(fit, n, forks, cores):
     The prediction is the larger of the two; `cores_needed` keeps the CPU bound under the other."""
     cpu = at(fit["cpu"], n)
     waves = math.ceil(n / float(forks))
-    latency = waves * fit["wave_s"]
+    # The smallest size measured may itself have taken more than one wave.
+    wave = fit["wave_s"] / math.ceil(fit["wave_n"] / float(forks))
+    latency = waves * wave
     cpu_bound = cpu / float(cores)
     return {
         "n": n,
         "cpu_s": cpu,
         "mem_mib": at(fit["mem"], n) if fit["mem"] else None,
         "waves": waves,
+        "wave_s": wave,
         "latency_s": latency,
         "cpu_bound_s": cpu_bound,
         "wall_s": max(latency, cpu_bound),
@@ -383,7 +386,8 @@ def render_fit(name, fit):
             line("controller CPU", fit["cpu"], "s"),
             line("controller peak memory", fit["mem"], "MiB"),
             line("host CPU (this machine, nodes included)", fit["host_cpu"], "s"),
-            "- one wave (the whole run at N = %d): %.1f s" % (fit["wave_n"], fit["wave_s"]),
+            "- one wave: the whole run at N = %d, %.1f s, over its ceil(N / forks) waves"
+            % (fit["wave_n"], fit["wave_s"]),
         ]
     )
 
@@ -424,7 +428,7 @@ def render_model(results, forks, cores, mem_mib, target_s):
                     p["waves"],
                     p["latency_s"],
                     p["waves"],
-                    fit["wave_s"],
+                    p["wave_s"],
                     p["cpu_bound_s"],
                     p["cpu_s"],
                     cores,

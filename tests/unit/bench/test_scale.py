@@ -154,6 +154,9 @@ def test_project_shows_waves_and_the_cpu_bound():
     assert p["cores_needed"] == 5  # ceil(2010 / 420)
     slow = scale.project(fit, 1000, forks=50, cores=2)
     assert slow["wall_s"] == pytest.approx(1005)
+    # Fitted where the smallest size (100, 146 s) already took two waves of 50: a wave is 73 s.
+    big = dict(fit, wave_n=100, wave_s=146.0)
+    assert scale.project(big, 1000, forks=50, cores=8)["latency_s"] == pytest.approx(20 * 73.0)
 
 
 def test_split_at_finds_the_largest_size_within_the_limits():

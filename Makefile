@@ -98,6 +98,13 @@ $(BENCH_VENV)/.stamp: requirements-bench.txt $(WHEELHOUSE)/.ray-$(RAY_VERSION).s
 bench: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/bringup.py: raygate vs plain ssh vs `ray up` (root, ~20 min)
 	$(BENCH_VENV)/bin/python bench/bringup.py $(BENCH_ARGS)
 
+# A quick one: make bench-scale BENCH_SCALE_ARGS="--site 1,3 --health 10"
+BENCH_SCALE_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.yml 1-20 nodes, health.yml 10-100 light nodes, model to 1,000 (root)
+	$(BENCH_VENV)/bin/python bench/scale.py $(BENCH_SCALE_ARGS)
+
 # ---- tests -------------------------------------------------------------------------------
 .PHONY: lint
 lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog lint

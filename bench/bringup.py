@@ -321,13 +321,14 @@ def render_doc(results, machine, versions, plot_name, started, duration):
     return "\n".join(parts)
 
 
-def merge_doc(existing, block):
-    """Replace the marked block of `existing` (or append it) and return the new text."""
-    if existing and MARK_BEGIN in existing and MARK_END in existing:
-        before = existing.split(MARK_BEGIN, 1)[0]
-        after = existing.split(MARK_END, 1)[1]
+def merge_doc(existing, block, begin=MARK_BEGIN, end=MARK_END, title="# Benchmarks"):
+    """Replace the block of `existing` between the markers `begin` and `end` (or append it) and
+    return the new text; a new document starts with `title`."""
+    if existing and begin in existing and end in existing:
+        before = existing.split(begin, 1)[0]
+        after = existing.split(end, 1)[1]
         return before + block + after
-    prefix = existing.rstrip() + "\n\n" if existing else "# Benchmarks\n\n"
+    prefix = existing.rstrip() + "\n\n" if existing else title + "\n\n"
     return prefix + block + "\n"
 
 
@@ -411,13 +412,24 @@ class Bench:
             os.symlink(os.path.join(ROOT, "inventories", "sandbox", "group_vars"), link)
         return inv
 
-    def playbook(self, inv, name, record=None):
+    def playbook(self, inv, name, record=None, extra_args=(), popen_kw=None, check=True, count_ssh=True):
+        """Run playbook `name` on inventory `inv` and return its wall time in seconds. `record`:
+        a path prefix for the callback's task JSON and (with `count_ssh`, which puts bench/ssh-count
+        in front of ssh) the ssh log; `extra_args` go on the command line; `popen_kw` to
+        subprocess.run (bench/scale.py: a preexec_fn that joins a cgroup); `check`: a failed run
+        ends the bench."""
         env = dict(
             os.environ,
             ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
             ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
         )
         if record:
+            env.update(
+                ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callback_plugins"),
+                ANSIBLE_CALLBACKS_ENABLED="raygate_bench",
+                RAYGATE_BENCH_TASKS_OUT=record + ".tasks.json",
+            )
+        if record and count_ssh:
             wrappers = os.path.join(self.work, "ssh-wrappers")
             os.makedirs(wrappers, exist_ok=True)
             for tool in ("ssh", "sftp", "scp"):
@@ -425,14 +437,12 @@ class Bench:
                 if not os.path.lexists(link):
                     os.symlink(os.path.join(HERE, "ssh-count"), link)
             env.update(
-                ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callback_plugins"),
-                ANSIBLE_CALLBACKS_ENABLED="raygate_bench",
-                RAYGATE_BENCH_TASKS_OUT=record + ".tasks.json",
                 RAYGATE_BENCH_SSH_LOG=record + ".ssh.log",
                 ANSIBLE_SSH_EXECUTABLE=os.path.join(wrappers, "ssh"),
                 ANSIBLE_SFTP_EXECUTABLE=os.path.join(wrappers, "sftp"),
                 ANSIBLE_SCP_EXECUTABLE=os.path.join(wrappers, "scp"),
             )
+        if record:
             for suffix in (".tasks.json", ".ssh.log"):
                 if os.path.exists(record + suffix):
                     os.unlink(record + suffix)
@@ -440,15 +450,17 @@ class Bench:
         t0 = time.monotonic()
         with open(log, "w", encoding="utf-8") as out:
             proc = subprocess.run(
-                [self.args.ansible_playbook, "-i", inv, os.path.join(ROOT, name)],
+                [self.args.ansible_playbook, "-i", inv, os.path.join(ROOT, name), *extra_args],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 check=False,
                 cwd=ROOT,
+                **(popen_kw or {}),
             )
         elapsed = time.monotonic() - t0
-        if proc.returncode != 0:
+        self.last_rc = proc.returncode
+        if check and proc.returncode != 0:
             with open(log, encoding="utf-8") as f:
                 tail = f.read()[-4000:]
             raise SystemExit("bench: %s failed (rc=%d), log %s:\n%s" % (name, proc.returncode, log, tail))

@@ -17,6 +17,9 @@ description:
   - Counts the task results of every host (ok, changed, skipped, failed, unreachable) and records
     the wall time of each task from its start to the start of the next one.
   - Writes one JSON document to the path in the environment variable C(RAYGATE_BENCH_TASKS_OUT).
+  - Keeps the rounds of every pair nccl-test (a result with C(rounds) and C(tests), as
+    M(raygate.cluster.nccl_test) returns with O(mode=pairs)) under C(pairs) - each test's hosts,
+    round and verdict - because the health report does not carry them (bench/scale.py).
 requirements:
   - enable it with C(ANSIBLE_CALLBACKS_ENABLED=raygate_bench)
 """
@@ -40,6 +43,7 @@ class CallbackModule(CallbackBase):
         self.tasks = []
         self.hosts = {}
         self.current = None
+        self.pairs = []
 
     def _close_task(self, now):
         if self.current is not None:
@@ -70,6 +74,19 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_ok(self, result):
         self._count(result, "ok")
+        res = result._result
+        if isinstance(res.get("rounds"), list) and isinstance(res.get("tests"), list):
+            self.pairs.append(
+                {
+                    "task": result._task.get_name(),
+                    "planned_rounds": len(res["rounds"]),
+                    "tests": [
+                        {"hosts": t.get("hosts"), "round": t.get("round"), "verdict": t.get("verdict")}
+                        for t in list(res["tests"]) + list(res.get("retests") or [])
+                    ],
+                    "nodes": {h: (v or {}).get("verdict") for h, v in (res.get("nodes") or {}).items()},
+                }
+            )
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._count(result, "failed")
@@ -86,6 +103,6 @@ class CallbackModule(CallbackBase):
         out = os.environ.get("RAYGATE_BENCH_TASKS_OUT")
         if not out:
             return
-        doc = {"seconds": round(now - self.started, 3), "hosts": self.hosts, "tasks": self.tasks}
+        doc = {"seconds": round(now - self.started, 3), "hosts": self.hosts, "tasks": self.tasks, "pairs": self.pairs}
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)

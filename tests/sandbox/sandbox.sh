@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Simulated bare-metal nodes made of Linux namespaces on this machine.
 #
-#   sandbox.sh up N [--systemd]
+#   sandbox.sh up N [--systemd|--light]
 #                            create N nodes (1..20), tearing down any previous sandbox first;
-#                            --systemd: nodes boot systemd as PID 1 (systemd-nspawn, rootfs.sh)
+#                            --systemd: nodes boot systemd as PID 1 (systemd-nspawn, rootfs.sh);
+#                            --light: up to 240 tini nodes for health.yml only (no Ray on them)
 #   sandbox.sh down          remove every trace of the sandbox (idempotent)
 #   sandbox.sh reboot I      reboot node I (systemd nodes: `systemctl reboot`), wait until it answers SSH
 #   sandbox.sh status        one line per node: name ip pid sshd(yes|no)
@@ -29,6 +30,11 @@ STATE=${RAYGATE_SANDBOX_DIR:-/srv/raygate/sandbox}
 TIMEOUT=${RAYGATE_SANDBOX_TIMEOUT:-60}
 SHM_SIZE=${RAYGATE_SANDBOX_SHM_SIZE:-2g}
 MAX_NODES=20
+# Light nodes run sshd and the simulators only (health.yml), so many more fit: the address plan
+# (198.18.0.<10+i>/24) ends at 240. Nodes start BATCH at a time, each batch waited for before the next.
+MAX_LIGHT_NODES=240
+LIGHT_SHM_SIZE=64m
+BATCH=${RAYGATE_SANDBOX_BATCH:-20}
 BRIDGE=rgbr0
 BRIDGE_IP=198.18.0.1
 NODE_PATH=/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin
@@ -70,7 +76,7 @@ node_ip() {
     echo "198.18.0.$((10 + $1))"
 }
 
-# tini (the default) or systemd, as `up` recorded it.
+# tini (the default), light (tini nodes meant for health.yml) or systemd, as `up` recorded it.
 sandbox_mode() {
     if [[ -f "${STATE}/mode" ]]; then
         cat "${STATE}/mode"
@@ -399,11 +405,56 @@ wait_node() {
     return 1
 }
 
-cmd_up() {
-    local n=${1:-} i deadline failed=0 waiters=() w
-    if ! [[ ${n} =~ ^[0-9]+$ ]] || ((n < 1 || n > MAX_NODES)); then
-        die "usage: up N (1..${MAX_NODES})"
+# True while a tini node's sshd is not yet listening and its launcher is alive: port 22 in state
+# LISTEN (0A) in the node's own TCP table, read through the launcher (it sits in the node's netns).
+# No process is started, so many nodes can be polled often.
+sshd_pending() {
+    local table="/proc/$1/net/tcp" _sl addr _rem st _rest
+    [[ -r ${table} ]] || return 1
+    while read -r _sl addr _rem st _rest; do
+        [[ ${addr} == *:0016 && ${st} == 0A ]] && return 1
+    done 2>/dev/null <"${table}"
+    return 0
+}
+
+# Wait for nodes FIRST..LAST until DEADLINE. tini and light nodes: one loop polls every node's
+# TCP table until its sshd listens (or its launcher died); then, for every mode, one SSH login per
+# node, all at once, proves that each answers (wait_node, which also reports a dead or late node).
+wait_nodes() {
+    local first=$1 last=$2 deadline=$3 i launcher pending=() next=() waiters=() w failed=0
+    if [[ ${MODE} != systemd ]]; then
+        for ((i = first; i <= last; i++)); do
+            pending+=("${i}")
+        done
+        while ((${#pending[@]} > 0 && SECONDS < deadline)); do
+            next=()
+            for i in "${pending[@]}"; do
+                read -r launcher <"${STATE}/node${i}/launcher.pid"
+                if sshd_pending "${launcher}"; then
+                    next+=("${i}")
+                fi
+            done
+            pending=("${next[@]}")
+            ((${#pending[@]} == 0)) || sleep 0.05
+        done
     fi
+    for ((i = first; i <= last; i++)); do
+        wait_node "${i}" "${deadline}" &
+        waiters+=("$!")
+    done
+    for w in "${waiters[@]}"; do
+        wait "${w}" || failed=1
+    done
+    ((failed == 0))
+}
+
+cmd_up() {
+    local n=${1:-} max=${MAX_NODES} i first last w
+    [[ ${MODE} != light ]] || max=${MAX_LIGHT_NODES}
+    if ! [[ ${n} =~ ^[0-9]+$ ]] || ((n < 1 || n > max)); then
+        die "usage: up N (1..${MAX_NODES}; with --light 1..${MAX_LIGHT_NODES})"
+    fi
+    [[ ${BATCH} =~ ^[0-9]+$ ]] && ((BATCH >= 1)) || die "RAYGATE_SANDBOX_BATCH must be a number >= 1: ${BATCH}"
     local tools=(ip nsenter unshare setsid ssh-keygen ssh)
     if [[ ${MODE} == systemd ]]; then
         tools+=(systemd-nspawn)
@@ -426,19 +477,18 @@ cmd_up() {
     mkdir -p "${STATE}/sim"
     cp -a "${HERE}/sim/." "${STATE}/sim/"
     setup_bridge
-    for ((i = 1; i <= n; i++)); do
-        start_node "${i}" "${n}"
+    # In batches: a hundred nodes generating host keys and building their simulated hardware at
+    # once would starve each other past the timeout. Each batch gets the whole timeout.
+    for ((first = 1; first <= n; first += BATCH)); do
+        last=$((first + BATCH - 1))
+        ((last <= n)) || last=${n}
+        for ((i = first; i <= last; i++)); do
+            start_node "${i}" "${n}"
+        done
+        wait_nodes "${first}" "${last}" $((SECONDS + TIMEOUT)) ||
+            die "up failed; sandbox left in place for inspection (run: $0 down)"
     done
-    deadline=$((SECONDS + TIMEOUT))
-    for ((i = 1; i <= n; i++)); do
-        wait_node "${i}" "${deadline}" &
-        waiters+=("$!")
-    done
-    for w in "${waiters[@]}"; do
-        wait "${w}" || failed=1
-    done
-    ((failed == 0)) || die "up failed; sandbox left in place for inspection (run: $0 down)"
-    log "${n} node(s) up in ${SECONDS}s; key ${KEY}"
+    log "${n} ${MODE} node(s) up in ${SECONDS}s; key ${KEY}"
 }
 
 # -------------------------------------------------------------------- the others
@@ -452,12 +502,18 @@ require_node() {
 }
 
 cmd_status() {
-    local n i pid reach tmp
+    local n i pid reach tmp running=0
     n=$(node_count) || die "no sandbox"
     tmp=$(mktemp -d)
+    # At most BATCH logins at a time: a hundred at once would outlast ConnectTimeout on 2 cores.
     for ((i = 1; i <= n; i++)); do
+        if ((running >= BATCH)); then
+            wait -n || true
+            running=$((running - 1))
+        fi
         (ssh "${SSH_OPTS[@]}" -o ConnectTimeout=2 "root@$(node_ip "${i}")" true </dev/null 2>/dev/null &&
             touch "${tmp}/${i}") &
+        running=$((running + 1))
     done
     wait || true
     local bad=0
@@ -567,7 +623,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -590,9 +646,11 @@ main() {
             MODE=systemd
             # Before the lock: the first build takes minutes; later ones find it cached.
             ROOTFS=$("${HERE}/rootfs.sh" build) || die "no rootfs for systemd nodes"
-        elif (($# > 1)); then
-            die "usage: up N [--systemd]"
+        elif [[ ${2:-} == --light ]]; then
+            MODE=light
+            SHM_SIZE=${RAYGATE_SANDBOX_SHM_SIZE:-${LIGHT_SHM_SIZE}}
         fi
+        (($# <= 2)) && [[ -z ${2:-} || ${MODE} != tini ]] || die "usage: up N [--systemd|--light]"
         lock
         cmd_up "${1:-}"
         ;;

@@ -1,0 +1,857 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Scale benchmark: what site.yml and health.yml cost the controller as the cluster grows.
+
+  site.yml   at N Ray nodes (default 1, 3, 6, 12, 20): bringup.py's floor (plain ssh) and peer
+             (`ray up`), then site.yml (c), site.yml again (d) and teardown.yml (e), measured
+  health.yml at N light nodes (default 10, 30, 100; `sandbox.sh up N --light`): healthy, then with
+             one node and with three neighbouring nodes whose pair nccl-tests fall back to sockets
+
+For each playbook run: wall time, the controller's CPU seconds and peak memory (the whole
+ansible-playbook process tree, the ssh ControlPersist masters included: it runs in a cgroup of its
+own, cgroup v1 cpuacct and memory), CPU seconds per node, and the host's CPU seconds (nodes
+included: they share this machine). health.yml runs also say how many rounds the pair nccl-tests
+took (from the recording callback: the health report does not keep them).
+
+Then a model fitted to the measurements (cost = fixed + per node x N) projects site.yml and health.yml
+to 100, 500 and 1,000 nodes for the given forks, and checks itself: the largest measured size of
+each playbook is predicted from the smaller ones and compared.
+
+Writes docs/SCALE.md (between its scale markers), docs/scale.png, docs/scale-model.png and a
+JSON file with every run (artifacts/scale/results.json). Root only; `make bench-scale`.
+`--from-json FILE` renders the doc again from a JSON file without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import datetime
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bringup  # noqa: E402
+
+ROOT = bringup.ROOT
+SANDBOX = bringup.SANDBOX
+STATE = bringup.STATE
+CGROUP_ROOT = "/sys/fs/cgroup"
+CONTROLLERS = ("cpuacct", "memory")
+MARK_BEGIN = "<!-- scale:begin (written by bench/scale.py; edit outside the markers) -->"
+MARK_END = "<!-- scale:end -->"
+MIB = 1048576.0
+PROJECT = (100, 500, 1000)
+HEALTHY = {"gpu": {"model": "H100"}}
+# Every NCCL job with it falls back to TCP sockets. The single-node nccl-test already catches it, so
+# it never reaches the pair tests (docs/SCALE.md: a pair-only fault is what the rounds need).
+BAD = {"gpu": {"model": "H100", "count": 8, "faults": [{"type": "socket_fallback"}]}}
+PLAYS = {"site": "site.yml (c)", "rerun": "site.yml again (d)", "health": "health.yml (healthy)"}
+
+
+# ---- pure helpers (tested in tests/unit/bench) --------------------------------------------------
+def parse_proc_cgroup(text):
+    """{controller: path} from the text of /proc/<pid>/cgroup (v1 lines `id:ctrl,ctrl:/path`)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3 or not parts[1]:
+            continue
+        for ctrl in parts[1].split(","):
+            out[ctrl] = parts[2]
+    return out
+
+
+def cgroup_dirs(proc_cgroup_text, root=CGROUP_ROOT, controllers=CONTROLLERS):
+    """The directory of our own cgroup in each of `controllers`' v1 hierarchies under `root`.
+    Raises OSError when a controller has no v1 hierarchy mounted there."""
+    paths = parse_proc_cgroup(proc_cgroup_text)
+    dirs = {}
+    for ctrl in controllers:
+        base = os.path.join(root, ctrl)
+        if ctrl not in paths or not os.path.isdir(base):
+            raise OSError("no cgroup v1 %s hierarchy at %s" % (ctrl, base))
+        dirs[ctrl] = os.path.join(base, paths[ctrl].lstrip("/"))
+    return dirs
+
+
+def read_usage(dirs):
+    """{'cpu_s', 'peak_bytes'} of a cgroup: cpuacct.usage (ns) and memory.max_usage_in_bytes."""
+    with open(os.path.join(dirs["cpuacct"], "cpuacct.usage"), encoding="utf-8") as f:
+        cpu_ns = int(f.read().strip())
+    with open(os.path.join(dirs["memory"], "memory.max_usage_in_bytes"), encoding="utf-8") as f:
+        peak = int(f.read().strip())
+    return {"cpu_s": cpu_ns / 1e9, "peak_bytes": peak}
+
+
+def host_cpu_ticks(stat_text):
+    """Busy clock ticks of the whole machine from /proc/stat (all but idle and iowait)."""
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            values = [int(v) for v in fields[1:]]
+            busy = sum(values[:8]) - values[3] - (values[4] if len(values) > 4 else 0)
+            return busy
+    raise ValueError("no cpu line in /proc/stat")
+
+
+def mem_used(meminfo_text):
+    """Bytes in use on the machine: MemTotal - MemAvailable from /proc/meminfo."""
+    kb = {}
+    for line in meminfo_text.splitlines():
+        name, _, rest = line.partition(":")
+        if rest.split():
+            kb[name] = int(rest.split()[0])
+    return (kb["MemTotal"] - kb["MemAvailable"]) * 1024
+
+
+def pair_rounds(tasks_doc):
+    """What the pair nccl-tests of one run did, from the callback's `pairs`: planned rounds, rounds
+    run (retest phases included), tests, and the nodes that failed; None when no pair test ran."""
+    pairs = (tasks_doc or {}).get("pairs") or []
+    if not pairs:
+        return None
+    rec = pairs[-1]
+    tests = rec.get("tests") or []
+    ran = max([t.get("round") or 0 for t in tests] or [0])
+    return {
+        "planned": rec.get("planned_rounds", 0),
+        "rounds": ran,
+        "retest_phases": max(0, ran - rec.get("planned_rounds", 0)),
+        "tests": len(tests),
+        "failed": sorted(h for h, v in (rec.get("nodes") or {}).items() if v == "fail"),
+    }
+
+
+def bad_nodes(n, count):
+    """Which nodes get the fault: `count` neighbours around the middle, never node1 (the head);
+    three neighbours make the middle one meet only bad partners in the two rounds (a retest)."""
+    if count == 0:
+        return []
+    first = n // 2 + 1 - count // 2
+    nodes = list(range(first, first + count))
+    if nodes[0] < 2 or nodes[-1] > n:
+        return None
+    return nodes
+
+
+def fit_linear(points):
+    """Least squares `y = a + b*n` over [(n, y)]; one point (or one n) gives a = 0, b = y/n."""
+    pts = [(float(n), float(y)) for n, y in points if y is not None]
+    if not pts:
+        return None
+    ns = {n for n, _ in pts}
+    if len(ns) < 2:
+        n = sum(n for n, _ in pts) / len(pts)
+        y = sum(y for _, y in pts) / len(pts)
+        return {"a": 0.0, "b": y / n if n else 0.0, "points": len(pts)}
+    mean_n = sum(n for n, _ in pts) / len(pts)
+    mean_y = sum(y for _, y in pts) / len(pts)
+    sxx = sum((n - mean_n) ** 2 for n, _ in pts)
+    sxy = sum((n - mean_n) * (y - mean_y) for n, y in pts)
+    b = sxy / sxx
+    return {"a": mean_y - b * mean_n, "b": b, "points": len(pts)}
+
+
+def at(fit, n):
+    return fit["a"] + fit["b"] * n
+
+
+def play_points(results, play, key):
+    """[(N, value)] of one measured quantity of a playbook (`site`, `rerun`, `health`), N ascending."""
+    if play == "health":
+        runs = {n: r["cases"].get("0") for n, r in results.get("health", {}).items()}
+    else:
+        run = "c" if play == "site" else "d"
+        runs = {n: r["runs"].get(run) for n, r in results.get("site", {}).items()}
+    return sorted((int(n), run[key]) for n, run in runs.items() if run and run.get(key) is not None)
+
+
+def fit_play(results, play, below=None):
+    """The fits of one playbook over its sizes (only those < `below` when given): controller CPU
+    seconds, controller peak MiB, host CPU seconds and wall seconds; plus the smallest size's wall."""
+    keep = lambda pts: [(n, y) for n, y in pts if below is None or n < below]  # noqa: E731
+    wall = keep(play_points(results, play, "wall_s"))
+    if not wall:
+        return None
+    return {
+        "cpu": fit_linear(keep(play_points(results, play, "cpu_s"))),
+        "mem": fit_linear(keep(play_points(results, play, "peak_mib"))),
+        "host_cpu": fit_linear(keep(play_points(results, play, "host_cpu_s"))),
+        "wall": fit_linear(wall),
+        "wave_s": wall[0][1],
+        "wave_n": wall[0][0],
+        "sizes": [n for n, _ in wall],
+    }
+
+
+def project(fit, n, forks, cores):
+    """What one run at `n` nodes costs a controller with `cores` cores and `forks` forks.
+
+    Controller CPU and memory: the fitted lines. Wall time: each task goes over the hosts in
+    ceil(n / forks) waves; one wave takes what the whole run took at the smallest measured size
+    (latency bound). A controller with `cores` cores cannot finish before CPU / cores (CPU bound).
+    The prediction is the larger of the two; `cores_needed` keeps the CPU bound under the other."""
+    cpu = at(fit["cpu"], n)
+    waves = math.ceil(n / float(forks))
+    # The smallest size measured may itself have taken more than one wave.
+    wave = fit["wave_s"] / math.ceil(fit["wave_n"] / float(forks))
+    latency = waves * wave
+    cpu_bound = cpu / float(cores)
+    return {
+        "n": n,
+        "cpu_s": cpu,
+        "mem_mib": at(fit["mem"], n) if fit["mem"] else None,
+        "waves": waves,
+        "wave_s": wave,
+        "latency_s": latency,
+        "cpu_bound_s": cpu_bound,
+        "wall_s": max(latency, cpu_bound),
+        "cores_needed": max(1, math.ceil(cpu / latency)) if latency else None,
+    }
+
+
+def sandbox_wall(fit, n, host_cores):
+    """The wall time the model gives on this machine, where the nodes share the host's cores with
+    the controller: the larger of one wave and the host's CPU seconds over its cores."""
+    host = at(fit["host_cpu"], n) if fit["host_cpu"] else 0.0
+    return max(fit["wave_s"], host / float(host_cores))
+
+
+def check_model(results, host_cores):
+    """The largest measured size of each playbook predicted from the smaller ones, and measured.
+    [{play, n, fitted_on, quantity, predicted, measured, error_pct}]"""
+    rows = []
+    for play in ("site", "health"):
+        sizes = [n for n, _ in play_points(results, play, "wall_s")]
+        if len(sizes) < 3:
+            continue
+        target = sizes[-1]
+        fit = fit_play(results, play, below=target)
+        measured = {k: dict(play_points(results, play, k)).get(target) for k in ("cpu_s", "peak_mib", "wall_s")}
+        predicted = {
+            "cpu_s": at(fit["cpu"], target),
+            "peak_mib": at(fit["mem"], target) if fit["mem"] else None,
+            "wall_s": sandbox_wall(fit, target, host_cores),
+        }
+        for key in ("cpu_s", "peak_mib", "wall_s"):
+            p, m = predicted[key], measured[key]
+            err = 100.0 * (p - m) / m if p is not None and m else None
+            rows.append(
+                {
+                    "play": play,
+                    "n": target,
+                    "fitted_on": fit["sizes"],
+                    "quantity": key,
+                    "predicted": p,
+                    "measured": m,
+                    "error_pct": err,
+                }
+            )
+    return rows
+
+
+def split_at(fit, forks, cores, mem_mib, target_s):
+    """The largest size one controller runs within `target_s` seconds and `mem_mib` of memory
+    (searching 1..100,000 nodes), or None when even one node does not fit."""
+    best = None
+    lo, hi = 1, 100000
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        p = project(fit, mid, forks, cores)
+        if p["wall_s"] <= target_s and (p["mem_mib"] is None or p["mem_mib"] <= mem_mib):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+# ---- rendering --------------------------------------------------------------------------------
+def f1(value, unit=""):
+    return "n/a" if value is None else "%.1f%s" % (value, unit)
+
+
+def render_site(results):
+    sizes = sorted(results.get("site", {}), key=int)
+    if not sizes:
+        return "No site.yml size was measured in this run."
+    head = "| N (Ray nodes) | " + " | ".join(sizes) + " |"
+    lines = [head, "|---|" + "---|" * len(sizes)]
+
+    def row(label, fn):
+        lines.append("| %s | %s |" % (label, " | ".join(fn(results["site"][n], int(n)) for n in sizes)))
+
+    def run(key, field):
+        return lambda r, n: f1((r["runs"].get(key) or {}).get(field))
+
+    def per_node(key):
+        def cell(r, n):
+            v = (r["runs"].get(key) or {}).get("cpu_s")
+            return f1(None if v is None else v / n)
+
+        return cell
+
+    row("(a) floor, all joined (GCS), s", lambda r, n: f1(r.get("floor", {}).get("a")))
+    row("(b) `ray up`, all joined (GCS), s", lambda r, n: f1(r.get("peer", {}).get("b")))
+    row("(c) site.yml wall, s", run("c", "wall_s"))
+    row("(c) controller CPU, s", run("c", "cpu_s"))
+    row("(c) controller CPU per node, s", per_node("c"))
+    row("(c) controller peak memory, MiB", run("c", "peak_mib"))
+    row("(c) host CPU (nodes too), s", run("c", "host_cpu_s"))
+    row("(d) site.yml again: wall, s", run("d", "wall_s"))
+    row("(d) controller CPU, s", run("d", "cpu_s"))
+    row("(e) teardown.yml: wall, s", run("e", "wall_s"))
+    row("(e) controller CPU, s", run("e", "cpu_s"))
+    row("host memory per Ray node, MiB", lambda r, n: f1(r.get("ray_node_mib")))
+    return "\n".join(lines)
+
+
+def render_health(results):
+    sizes = sorted(results.get("health", {}), key=int)
+    if not sizes:
+        return "No health.yml size was measured in this run."
+    lines = [
+        "| N (light nodes) | bad nodes | wall, s | controller CPU, s | per node, s | peak MiB | host CPU, s "
+        "| pair rounds (planned + retest phases) | pair tests | nodes failed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n in sizes:
+        for case in sorted(results["health"][n]["cases"], key=int):
+            r = results["health"][n]["cases"][case]
+            pr = r.get("pairs")
+            rounds = "n/a" if not pr else "%d (%d + %d)" % (pr["rounds"], pr["planned"], pr["retest_phases"])
+            lines.append(
+                "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
+                % (
+                    n,
+                    ", ".join("node%d" % i for i in r.get("bad", [])) or "none",
+                    f1(r.get("wall_s")),
+                    f1(r.get("cpu_s")),
+                    f1(r["cpu_s"] / int(n) if r.get("cpu_s") is not None else None),
+                    f1(r.get("peak_mib")),
+                    f1(r.get("host_cpu_s")),
+                    rounds,
+                    "n/a" if not pr else pr["tests"],
+                    "n/a" if not pr else (", ".join(pr["failed"]) or "none"),
+                )
+            )
+    return "\n".join(lines)
+
+
+def render_sandbox(results):
+    rows = [
+        "| nodes | mode | `up`, s | `status`, s | `down`, s | host memory per node, MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for kind in ("site", "health"):
+        for n in sorted(results.get(kind, {}), key=int):
+            sb = results[kind][n].get("sandbox", {})
+            rows.append(
+                "| %s | %s | %s | %s | %s | %s |"
+                % (
+                    n,
+                    "tini" if kind == "site" else "light",
+                    f1(sb.get("up_s")),
+                    f1(sb.get("status_s")),
+                    f1(sb.get("down_s")),
+                    f1(sb.get("node_mib")),
+                )
+            )
+    return "\n".join(rows)
+
+
+def render_fit(name, fit):
+    def line(label, f, unit):
+        if not f:
+            return "- %s: not measured" % label
+        return "- %s = %.3g + %.4g x N %s (least squares over N = %s)" % (
+            label,
+            f["a"],
+            f["b"],
+            unit,
+            ", ".join(str(n) for n in fit["sizes"]),
+        )
+
+    return "\n".join(
+        [
+            "**%s**" % name,
+            "",
+            line("controller CPU", fit["cpu"], "s"),
+            line("controller peak memory", fit["mem"], "MiB"),
+            line("host CPU (this machine, nodes included)", fit["host_cpu"], "s"),
+            "- one wave: the whole run at N = %d, %.1f s, over its ceil(N / forks) waves"
+            % (fit["wave_n"], fit["wave_s"]),
+        ]
+    )
+
+
+def render_model(results, forks, cores, mem_mib, target_s):
+    parts = []
+    fits = {play: fit_play(results, play) for play in PLAYS}
+    fits = {k: v for k, v in fits.items() if v}
+    if not fits:
+        return "Nothing measured to fit."
+    parts.append(
+        "Fitted from this run's measurements (recomputed by every run). Projection for `forks = %d` and a "
+        "controller with %d cores and %.0f GiB; `waves = ceil(N / forks)`, latency bound = waves x one wave, "
+        "CPU bound = controller CPU / cores, wall = the larger; cores needed = ceil(CPU / latency bound)."
+        % (forks, cores, mem_mib / 1024.0)
+    )
+    for play, fit in fits.items():
+        parts += ["", render_fit(PLAYS[play], fit)]
+    parts += [
+        "",
+        "| playbook | N | controller CPU, s (arithmetic) | peak memory, MiB | waves | latency bound, s "
+        "| CPU bound, s | wall, min | cores needed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for play, fit in fits.items():
+        for n in PROJECT:
+            p = project(fit, n, forks, cores)
+            parts.append(
+                "| %s | %d | %.0f = %.3g + %.4g x %d | %s | %d | %.0f = %d x %.1f | %.0f = %.0f / %d | %.1f | %s |"
+                % (
+                    PLAYS[play],
+                    n,
+                    p["cpu_s"],
+                    fit["cpu"]["a"],
+                    fit["cpu"]["b"],
+                    n,
+                    f1(p["mem_mib"]),
+                    p["waves"],
+                    p["latency_s"],
+                    p["waves"],
+                    p["wave_s"],
+                    p["cpu_bound_s"],
+                    p["cpu_s"],
+                    cores,
+                    p["wall_s"] / 60.0,
+                    p["cores_needed"],
+                )
+            )
+    parts += [
+        "",
+        "Largest size one controller (%d cores, %.0f GiB, forks %d) runs within %.0f minutes:"
+        % (cores, mem_mib / 1024.0, forks, target_s / 60.0),
+        "",
+    ]
+    for play, fit in fits.items():
+        best = split_at(fit, forks, cores, mem_mib, target_s)
+        parts.append("- %s: %s" % (PLAYS[play], "%d nodes" % best if best else "none"))
+    return "\n".join(parts)
+
+
+def render_check(results, host_cores):
+    rows = check_model(results, host_cores)
+    if not rows:
+        return "Too few sizes measured to check the model (three per playbook are needed)."
+    lines = [
+        "| playbook | N | fitted on N = | quantity | predicted | measured | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = {
+        "cpu_s": "controller CPU, s",
+        "peak_mib": "controller peak memory, MiB",
+        "wall_s": "wall on this machine, s",
+    }
+    for r in rows:
+        lines.append(
+            "| %s | %d | %s | %s | %s | %s | %s |"
+            % (
+                PLAYS[r["play"]],
+                r["n"],
+                ", ".join(str(n) for n in r["fitted_on"]),
+                names[r["quantity"]],
+                f1(r["predicted"]),
+                f1(r["measured"]),
+                "n/a" if r["error_pct"] is None else "%+.0f%%" % r["error_pct"],
+            )
+        )
+    return "\n".join(lines)
+
+
+def render_doc(results, meta, plots):
+    m = meta
+    parts = [MARK_BEGIN, "", "## Results", ""]
+    parts.append(
+        "Measured %s in %.0f min by `make bench-scale` (`bench/scale.py %s`), %d repeat(s) per size, "
+        "forks %d; the controller's cost by %s."
+        % (m["started"], m["duration_s"] / 60.0, m["argv"], m["repeats"], m["forks"], m["method"])
+    )
+    parts += ["", "### site.yml on Ray nodes", "", render_site(results), ""]
+    parts += ["### health.yml on light nodes", "", render_health(results), ""]
+    parts += ["### The sandbox itself", "", render_sandbox(results), ""]
+    for name, title in (("scale", "time and controller CPU against N"), ("model", "projection to 1,000 nodes")):
+        if plots.get(name):
+            parts += ["![%s](%s)" % (title, plots[name]), ""]
+    parts += ["### The model", ""]
+    parts += [render_model(results, m["forks"], m["controller_cores"], m["controller_mem_mib"], m["target_s"]), ""]
+    parts += ["### The model against the largest sizes measured", "", render_check(results, m["host_cores"]), ""]
+    parts += ["### Machine and versions", ""]
+    parts += ["- %s: %s" % (k, v) for k, v in list(m["machine"].items()) + list(m["versions"].items())]
+    parts += ["", MARK_END]
+    return "\n".join(parts)
+
+
+# ---- measuring --------------------------------------------------------------------------------
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+class Meter:
+    """The controller's cost of one command: its process tree runs in fresh cgroups (v1 cpuacct
+    and memory, children of our own), so the ssh ControlPersist masters that daemonize out of the
+    tree are counted too. `stop()` ends what is left in them (those masters), reads the usage and
+    removes the cgroups. Without writable v1 hierarchies: getrusage of the children, which misses
+    the masters (method says so)."""
+
+    def __init__(self, name, root=CGROUP_ROOT):
+        self.dirs = None
+        self.method = "getrusage of the children (misses the ssh ControlPersist masters)"
+        made = []
+        try:
+            for parent in cgroup_dirs(read("/proc/self/cgroup"), root).values():
+                made.append(os.path.join(parent, "%s-%d" % (name, os.getpid())))
+                os.mkdir(made[-1])
+        except OSError as exc:
+            print("scale: no cgroup for the controller (%s); falling back to getrusage" % exc, flush=True)
+            for path in made[:-1]:
+                os.rmdir(path)
+            return
+        self.dirs = dict(zip(CONTROLLERS, made))
+        self.method = "cgroup v1 cpuacct.usage and memory.max_usage_in_bytes"
+
+    def popen_kw(self):
+        if not self.dirs:
+            return {}
+        files = [os.path.join(d, "cgroup.procs") for d in self.dirs.values()]
+
+        def join():
+            for path in files:
+                with open(path, "w", encoding="ascii") as f:
+                    f.write(str(os.getpid()))
+
+        return {"preexec_fn": join}
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self.ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.host0 = host_cpu_ticks(read("/proc/stat"))
+
+    def procs(self):
+        return [int(p) for p in read(os.path.join(self.dirs["cpuacct"], "cgroup.procs")).split()]
+
+    def stop(self):
+        ticks = os.sysconf("SC_CLK_TCK")
+        out = {"host_cpu_s": (host_cpu_ticks(read("/proc/stat")) - self.host0) / float(ticks)}
+        if self.dirs:
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                for pid in self.procs():
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                deadline = time.monotonic() + grace
+                while self.procs() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if not self.procs():
+                    break
+            usage = read_usage(self.dirs)
+            out.update(cpu_s=usage["cpu_s"], peak_mib=usage["peak_bytes"] / MIB)
+            for path in self.dirs.values():
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        os.rmdir(path)
+                        break
+                    except OSError:
+                        if time.monotonic() > deadline:
+                            print("scale: could not remove cgroup %s" % path, flush=True)
+                            break
+                        time.sleep(0.1)
+        else:
+            ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (ru.ru_utime - self.ru0.ru_utime) + (ru.ru_stime - self.ru0.ru_stime)
+            out.update(cpu_s=cpu, peak_mib=ru.ru_maxrss / 1024.0)
+        return out
+
+
+def ansible_forks():
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    return int(os.environ.get("ANSIBLE_FORKS") or cfg.get("defaults", "forks", fallback="5"))
+
+
+class Scale:
+    def __init__(self, args):
+        self.args = args
+        self.bench = bringup.Bench(args)
+        self.work = os.path.join(self.bench.work, "scale")
+        os.makedirs(self.work, exist_ok=True)
+        self.method = None
+
+    def sandbox(self, *argv, check=True):
+        t0 = time.monotonic()
+        bringup.run([SANDBOX, *argv], check=check)
+        return time.monotonic() - t0
+
+    def measured(self, inv, playbook, tag, extra_args=(), check=True):
+        """One playbook run in its own cgroups: wall, controller CPU and peak memory, host CPU,
+        and the recording callback's document (tasks, pair rounds)."""
+        meter = Meter("raygate-bench-" + tag)
+        self.method = meter.method
+        record = os.path.join(self.work, tag)
+        meter.start()
+        wall = self.bench.playbook(
+            inv, playbook, record=record, extra_args=extra_args, popen_kw=meter.popen_kw(), check=check, count_ssh=False
+        )
+        out = meter.stop()
+        out.update(wall_s=wall, rc=self.bench.last_rc)
+        try:
+            out["tasks"] = json.loads(read(record + ".tasks.json"))
+        except (OSError, ValueError):
+            out["tasks"] = None
+        return out
+
+    def up(self, n, *flags):
+        used0 = mem_used(read("/proc/meminfo"))
+        sb = {"up_s": self.sandbox("up", str(n), *flags)}
+        sb["node_mib"] = (mem_used(read("/proc/meminfo")) - used0) / MIB / n
+        t0 = time.monotonic()
+        bringup.run([SANDBOX, "status"])
+        sb["status_s"] = time.monotonic() - t0
+        return sb, used0
+
+    def site_size(self, n):
+        print("scale: site.yml, N=%d: sandbox up, install Ray once" % n, flush=True)
+        sb, used0 = self.up(n)
+        inv = self.bench.inventory(n)
+        self.bench.playbook(inv, "site.yml")
+        self.bench.playbook(inv, "teardown.yml")
+        result = {"sandbox": sb, "runs": {}, "repeats": []}
+        for rep in range(1, self.args.repeats + 1):
+            got = {}
+            self.bench.force_clean(n)
+            if not self.args.skip_floor:
+                result["floor"] = self.bench.floor(n)
+                self.bench.force_clean(n)
+            if not self.args.skip_peer:
+                result["peer"] = self.bench.peer(n)
+                self.bench.force_clean(n)
+            got["c"] = self.measured(inv, "site.yml", "site-n%d-r%d-c" % (n, rep))
+            result["ray_node_mib"] = (mem_used(read("/proc/meminfo")) - used0) / MIB / n
+            got["d"] = self.measured(inv, "site.yml", "site-n%d-r%d-d" % (n, rep))
+            got["e"] = self.measured(inv, "teardown.yml", "site-n%d-r%d-e" % (n, rep))
+            for run in got.values():
+                run.pop("tasks", None)
+            result["repeats"].append(got)
+            print("scale: site.yml N=%d repeat %d: %s" % (n, rep, brief(got)), flush=True)
+        result["runs"] = median_runs(result["repeats"])
+        result["sandbox"]["down_s"] = self.sandbox("down")
+        return result
+
+    def scenario(self, i, spec):
+        path = os.path.join(self.work, "scenario-node%d.json" % i)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        self.sandbox("scenario", str(i), path)
+
+    def health_size(self, n):
+        print("scale: health.yml, N=%d light nodes" % n, flush=True)
+        sb, _ = self.up(n, "--light")
+        inv = self.bench.inventory(n)
+        result = {"sandbox": sb, "cases": {}}
+        for count in self.args.bad:
+            nodes = bad_nodes(n, count)
+            if nodes is None:
+                print("scale: N=%d is too small for %d bad node(s), skipped" % (n, count), flush=True)
+                continue
+            for i in nodes:
+                self.scenario(i, BAD)
+            tag = "health-n%d-bad%d" % (n, count)
+            extra = [
+                "-e",
+                "raygate_health_report_dir=%s" % os.path.join(self.work, tag, "health"),
+                "-e",
+                "raygate_run_summary_dir=%s" % os.path.join(self.work, tag, "runs"),
+            ]
+            got = self.measured(inv, "health.yml", tag, extra_args=extra, check=False)
+            got["pairs"] = pair_rounds(got.pop("tasks"))
+            got["bad"] = nodes
+            result["cases"][str(count)] = got
+            print("scale: health.yml N=%d, %d bad: %s" % (n, count, brief({"h": got})), flush=True)
+            for i in nodes:
+                self.scenario(i, HEALTHY)
+        result["sandbox"]["down_s"] = self.sandbox("down")
+        return result
+
+
+def brief(runs):
+    return ", ".join(
+        "%s: %.1f s wall, %.1f s CPU, %.0f MiB" % (k, r["wall_s"], r.get("cpu_s") or 0, r.get("peak_mib") or 0)
+        for k, r in runs.items()
+    )
+
+
+def median_runs(repeats):
+    """Per run name, the repeat whose wall time is the median (its CPU and memory with it)."""
+    out = {}
+    for name in repeats[0]:
+        runs = sorted((r[name] for r in repeats if name in r), key=lambda r: r["wall_s"])
+        out[name] = runs[(len(runs) - 1) // 2]
+    return out
+
+
+def plot(results, meta, scale_path, model_path):
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for play, style in (("site", "o-"), ("rerun", "v-"), ("health", "s-")):
+        wall = play_points(results, play, "wall_s")
+        cpu = play_points(results, play, "cpu_s")
+        if wall:
+            ax1.plot([n for n, _ in wall], [y for _, y in wall], style, label=PLAYS[play])
+        if cpu:
+            ax2.plot([n for n, _ in cpu], [y for _, y in cpu], style, label=PLAYS[play])
+    for ax, label in ((ax1, "wall time, s"), (ax2, "controller CPU, s")):
+        ax.set_xlabel("nodes (N)")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("site.yml and health.yml against N (2-core sandbox, controller and nodes share it)")
+    fig.tight_layout()
+    fig.savefig(scale_path, dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+    for play, style in (("site", "-"), ("rerun", "-."), ("health", "--")):
+        fit = fit_play(results, play)
+        if not fit:
+            continue
+        ys = [project(fit, n, meta["forks"], meta["controller_cores"])["wall_s"] / 60.0 for n in xs]
+        ax.plot(xs, ys, style, label="%s, model" % PLAYS[play])
+        pts = play_points(results, play, "wall_s")
+        ax.plot([n for n, _ in pts], [y / 60.0 for _, y in pts], "o", color=ax.lines[-1].get_color())
+    ax.set_xscale("log")
+    ax.set_xlabel("nodes (N)")
+    ax.set_ylabel("wall time, min")
+    ax.set_title(
+        "Model: forks %d, %d controller cores (dots: measured here)" % (meta["forks"], meta["controller_cores"])
+    )
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(model_path, dpi=110)
+    plt.close(fig)
+
+
+def sizes(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def write_outputs(args, results, meta):
+    plots = {}
+    try:
+        plot(results, meta, args.plot, args.model_plot)
+        plots = {"scale": os.path.basename(args.plot), "model": os.path.basename(args.model_plot)}
+    except ImportError:
+        print("scale: no matplotlib, no plots (run through `make bench-scale`)", flush=True)
+    existing = read(args.doc) if os.path.exists(args.doc) else ""
+    block = render_doc(results, meta, plots)
+    with open(args.doc, "w", encoding="utf-8") as f:
+        f.write(bringup.merge_doc(existing, block, MARK_BEGIN, MARK_END, "# Scale"))
+    print(render_model(results, meta["forks"], meta["controller_cores"], meta["controller_mem_mib"], meta["target_s"]))
+    print()
+    print(render_check(results, meta["host_cores"]))
+    print("\nscale: wrote %s%s" % (args.doc, "".join(", " + p for p in plots.values())))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--site", default="1,3,6,12,20", help="Ray node counts for site.yml ('' for none)")
+    parser.add_argument("--health", default="10,30,100", help="light node counts for health.yml ('' for none)")
+    parser.add_argument("--bad", default="0,1,3", help="bad-node counts per health.yml size (default 0,1,3)")
+    parser.add_argument("--repeats", "-k", type=int, default=1, help="repeats per site.yml size (default 1)")
+    parser.add_argument("--skip-peer", action="store_true", help="do not run `ray up`/`ray down`")
+    parser.add_argument("--skip-floor", action="store_true", help="do not run the plain-ssh floor")
+    parser.add_argument("--controller-cores", type=int, default=8, help="the model's controller cores (default 8)")
+    parser.add_argument("--controller-mem-gib", type=float, default=16, help="the model's controller memory")
+    parser.add_argument("--target-minutes", type=float, default=30, help="the longest run one controller may take")
+    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "SCALE.md"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "scale.png"))
+    parser.add_argument("--model-plot", default=os.path.join(ROOT, "docs", "scale-model.png"))
+    parser.add_argument("--json", default=os.path.join(ROOT, "artifacts", "scale", "results.json"))
+    parser.add_argument("--from-json", help="render the doc and plots from this results file; run nothing")
+    parser.add_argument("--ray", default=os.path.join(ROOT, ".build", "bench-venv", "bin", "ray"))
+    parser.add_argument("--ansible-playbook", default=os.path.join(ROOT, ".venv", "bin", "ansible-playbook"))
+    args = parser.parse_args(argv)
+    args.bad = sizes(args.bad)
+    if args.from_json:
+        doc = json.loads(read(args.from_json))
+        meta = doc["meta"]
+        meta.update(
+            controller_cores=args.controller_cores,
+            controller_mem_mib=args.controller_mem_gib * 1024,
+            target_s=args.target_minutes * 60,
+        )
+        write_outputs(args, doc["results"], meta)
+        return 0
+    if os.geteuid() != 0:
+        parser.error("must run as root (it builds sandbox nodes)")
+    tools = [args.ansible_playbook] + ([] if args.skip_peer else [args.ray])
+    for tool in tools:
+        if not os.access(tool, os.X_OK):
+            parser.error("%s not found: run `make bench-scale`, which builds it" % tool)
+    scale = Scale(args)
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    meta = {
+        "started": started,
+        "argv": " ".join(argv if argv is not None else sys.argv[1:]),
+        "repeats": args.repeats,
+        "forks": ansible_forks(),
+        "host_cores": os.cpu_count() or 1,
+        "controller_cores": args.controller_cores,
+        "controller_mem_mib": args.controller_mem_gib * 1024,
+        "target_s": args.target_minutes * 60,
+        "machine": bringup.machine_info(),
+        "versions": bringup.versions_info(args),
+    }
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    t0 = time.monotonic()
+    results = {"site": {}, "health": {}}
+    try:
+        for n in sizes(args.site):
+            results["site"][str(n)] = scale.site_size(n)
+            save(args.json, results, meta)
+        for n in sizes(args.health):
+            results["health"][str(n)] = scale.health_size(n)
+            save(args.json, results, meta)
+    finally:
+        bringup.run([SANDBOX, "down"], check=False)
+    meta.update(duration_s=time.monotonic() - t0, method=scale.method or "n/a")
+    save(args.json, results, meta)
+    write_outputs(args, results, meta)
+    return 0
+
+
+def save(path, results, meta):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -351,6 +351,7 @@ def test_bad_options_fail_like_the_tools(sim):
         ({"faults": [{"type": "meltdown"}]}, "gpu.faults[0].type"),
         ({"faults": [{"type": "xid", "gpu": 8}]}, "bad gpu 8"),
         ({"faults": [{"type": "low_bandwidth", "factor": 2}]}, "bad factor"),
+        ({"faults": [{"type": "low_bandwidth", "scope": "pair"}]}, "bad scope"),
         ({"faults": [{"type": "missing_gpu", "count": 8}]}, "at least one"),
         ({"nvswitch": False, "faults": [{"type": "fabric_manager_down"}]}, "nvswitch"),
         ({"nvswitch": False, "faults": [{"type": "sxid"}]}, "sxid needs nvswitch: true"),
@@ -774,6 +775,10 @@ def test_single_node_faults(sim):
     low = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8"))
     assert 0.45 * healthy < low["max_size_busbw"] < 0.55 * healthy
     assert nccl_parsers.judge(low, None, min_busbw=460)[0]["status"] == "fail"
+    # A network-only slowdown leaves the node's own test alone.
+    sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5, "scope": "network"}))
+    own = nccl_parsers.parse_nccl_tests(perf(sim, *SWEEP, "-g", "8"))["max_size_busbw"]
+    assert own == healthy
     sim.scenario(gpu_spec({"type": "wrong_values", "count": 4}))
     out = perf(sim, *SWEEP, "-g", "8", rc=1)
     wrong = nccl_parsers.parse_nccl_tests(out)
@@ -850,6 +855,9 @@ def test_two_nodes_faults_of_either_host(sim):
     assert nccl_parsers.judge(parsed, transports, require="GDRDMA")[3]["status"] == "fail"
 
     sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5}), host="node2")
+    unused_result, parsed, unused_transports = _pair(sim)
+    assert 0.45 * base < parsed["max_size_busbw"] < 0.55 * base
+    sim.scenario(gpu_spec({"type": "low_bandwidth", "factor": 0.5, "scope": "network"}), host="node2")
     unused_result, parsed, unused_transports = _pair(sim)
     assert 0.45 * base < parsed["max_size_busbw"] < 0.55 * base
 

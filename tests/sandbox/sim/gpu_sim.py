@@ -133,7 +133,9 @@ FAULTS = {
     "dcgm_fail": {"test": "Memory", "gpu": 0},
     "no_gdr": {},
     "socket_fallback": {},
-    "low_bandwidth": {"factor": 0.5},
+    # scope "network": only jobs across nodes are slow (a degraded uplink or cable that counts no
+    # errors): the single-node test passes, the pair tests find it.
+    "low_bandwidth": {"factor": 0.5, "scope": "all"},
     "wrong_values": {"count": 4},
     "nccl_abort": {},
 }
@@ -224,6 +226,7 @@ def _fault(raw, index, count):
         "width": lambda v: v in (1, 2, 4, 8, 16),
         "factor": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1,
         "test": lambda v: isinstance(v, str) and v.strip() != "",
+        "scope": lambda v: v in ("all", "network"),
     }
     for key in spec:
         if not checks[key](fault[key]):
@@ -1490,7 +1493,9 @@ def job_bandwidth(job, network, gdr):
     """Busbw (GB/s) the job reaches at the largest sizes, and its latency model (lat_us, knee_bytes)."""
     hosts = job["hosts"]
     local_n = job["ranks_per_host"]
-    factor = min([f["factor"] for h in hosts for f in faults_of(h["gpu"], "low_bandwidth")] or [1.0])
+    scopes = ("all",) if len(hosts) == 1 else ("all", "network")
+    slow = [f["factor"] for h in hosts for f in faults_of(h["gpu"], "low_bandwidth") if f["scope"] in scopes]
+    factor = min(slow or [1.0])
     if len(hosts) == 1:
         host = hosts[0]
         busbw = _between(MODELS[host["gpu"]["model"]]["single_busbw"], host["name"], "busbw")

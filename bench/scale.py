@@ -280,6 +280,10 @@ def f1(value, unit=""):
     return "n/a" if value is None else "%.1f%s" % (value, unit)
 
 
+def f2(value):
+    return "n/a" if value is None else "%.2f" % value
+
+
 def render_site(results):
     sizes = sorted(results.get("site", {}), key=int)
     if not sizes:
@@ -479,6 +483,76 @@ def render_check(results, host_cores):
     return "\n".join(lines)
 
 
+def _run(results, n, key):
+    return ((results.get("site", {}).get(str(n)) or {}).get("runs") or {}).get(key) or {}
+
+
+def _health_per_node(results, n):
+    case = ((results.get("health", {}).get(str(n)) or {}).get("cases") or {}).get("0") or {}
+    return None if case.get("cpu_s") is None else case["cpu_s"] / n
+
+
+def evaluate_targets(results):
+    """Issue 19's targets from one run's results: [(target, measured, met)]; met is None where the
+    run did not measure what the target needs."""
+    rows = []
+    for n in (3, 6):
+        c = _run(results, n, "c").get("wall_s")
+        b = ((results.get("site", {}).get(str(n)) or {}).get("peer") or {}).get("b")
+        rows.append(
+            (
+                "c <= b (all joined), N=%d" % n,
+                "c %s s, b %s s" % (f1(c), f1(b)),
+                None if c is None or b is None else c <= b,
+            )
+        )
+    for n in (3, 6):
+        c, d = _run(results, n, "c").get("wall_s"), _run(results, n, "d")
+        ok = None if c is None or d.get("wall_s") is None else d["wall_s"] <= 0.25 * c and not d.get("restarted")
+        rows.append(
+            (
+                "d <= 0.25 c, no raylet restarted, N=%d" % n,
+                "d/c %s, restarted %s" % ("-" if ok is None else "%.2f" % (d["wall_s"] / c), d.get("restarted", "-")),
+                ok,
+            )
+        )
+    e = _run(results, 3, "e")
+    rows.append(
+        (
+            "e <= 5 s at N=3, nothing left",
+            "e %s s, left %s" % (f1(e.get("wall_s")), e.get("left", "-")),
+            None if e.get("wall_s") is None else e["wall_s"] <= 5 and not e.get("left"),
+        )
+    )
+    per = {n: _run(results, n, "c").get("cpu_s") for n in (3, 20)}
+    per = {n: None if v is None else v / n for n, v in per.items()}
+    rows.append(
+        (
+            "site.yml controller CPU per node: N=20 <= 1.2 x N=3",
+            "%s s against 1.2 x %s s" % (f2(per[20]), f2(per[3])),
+            None if None in per.values() else per[20] <= 1.2 * per[3],
+        )
+    )
+    hp = {n: _health_per_node(results, n) for n in (10, 100)}
+    rows.append(
+        (
+            "health.yml controller CPU per node: N=100 <= 1.2 x N=10",
+            "%s s against 1.2 x %s s" % (f2(hp[100]), f2(hp[10])),
+            None if None in hp.values() else hp[100] <= 1.2 * hp[10],
+        )
+    )
+    return rows
+
+
+def render_targets(results):
+    lines = ["| target | measured | met |", "|---|---|---|"]
+    for target, measured, met in evaluate_targets(results):
+        lines.append(
+            "| %s | %s | %s |" % (target, measured, "not measured" if met is None else "yes" if met else "**no**")
+        )
+    return "\n".join(lines)
+
+
 def render_doc(results, meta, plots):
     m = meta
     parts = [MARK_BEGIN, "", "## Results", ""]
@@ -487,7 +561,8 @@ def render_doc(results, meta, plots):
         "forks %d; the controller's cost by %s."
         % (m["started"], m["duration_s"] / 60.0, m["argv"], m["repeats"], m["forks"], m["method"])
     )
-    parts += ["", "### site.yml on Ray nodes", "", render_site(results), ""]
+    parts += ["", "### Targets (issue 19), from this run", "", render_targets(results), ""]
+    parts += ["### site.yml on Ray nodes", "", render_site(results), ""]
     parts += ["### health.yml on light nodes", "", render_health(results), ""]
     parts += ["### The sandbox itself", "", render_sandbox(results), ""]
     for name, title in (("scale", "time and controller CPU against N"), ("model", "projection to 1,000 nodes")):
@@ -650,8 +725,13 @@ class Scale:
                 self.bench.force_clean(n)
             got["c"] = self.measured(inv, "site.yml", "site-n%d-r%d-c" % (n, rep))
             result["ray_node_mib"] = (mem_used(read("/proc/meminfo")) - used0) / MIB / n
+            pids = self.bench.raylet_pids(n)
             got["d"] = self.measured(inv, "site.yml", "site-n%d-r%d-d" % (n, rep))
+            after = self.bench.raylet_pids(n)
+            got["d"]["restarted"] = sum(1 for h in pids if pids[h] != after.get(h))
             got["e"] = self.measured(inv, "teardown.yml", "site-n%d-r%d-e" % (n, rep))
+            left = self.bench.leftovers(n)
+            got["e"]["left"] = sum(len(v["processes"]) + len(v["ports"]) + len(v["files"]) for v in left.values())
             for run in got.values():
                 run.pop("tasks", None)
             result["repeats"].append(got)

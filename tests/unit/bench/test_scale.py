@@ -235,3 +235,45 @@ def test_from_json_renders_without_running(tmp_path):
     assert scale.main(args) == 0
     text = doc.read_text()
     assert text.startswith("# Scale") and "a controller with 4 cores" in text
+
+
+def _site(c, b, d, restarted, e, left, cpu):
+    return {
+        "peer": {"b": b},
+        "runs": {
+            "c": {"wall_s": c, "cpu_s": cpu},
+            "d": {"wall_s": d, "restarted": restarted},
+            "e": {"wall_s": e, "left": left},
+        },
+    }
+
+
+def test_targets_met_and_missed():
+    results = {
+        "site": {
+            "3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 9.0),  # met: c <= b, d/c 0.24, e 4.5 s
+            "6": _site(26.0, 24.6, 7.0, 1, 5.0, 0, 15.0),  # missed: c > b, d/c 0.27 and a restart
+            "20": _site(60.0, 70.0, 12.0, 0, 9.0, 0, 40.0),  # 2.0 s per node against 1.2 x 3.0
+        },
+        "health": {"10": {"cases": {"0": {"cpu_s": 9.0}}}, "100": {"cases": {"0": {"cpu_s": 120.0}}}},
+    }
+    got = {target: met for target, measured, met in scale.evaluate_targets(results)}
+    assert got["c <= b (all joined), N=3"] is True
+    assert got["c <= b (all joined), N=6"] is False
+    assert got["d <= 0.25 c, no raylet restarted, N=3"] is True
+    assert got["d <= 0.25 c, no raylet restarted, N=6"] is False
+    assert got["e <= 5 s at N=3, nothing left"] is True
+    assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is True
+    # 1.2 s per node at 100 against 0.9 at 10: more than 1.2 x.
+    assert got["health.yml controller CPU per node: N=100 <= 1.2 x N=10"] is False
+    table = scale.render_targets(results)
+    assert "| c <= b (all joined), N=6 | c 26.0 s, b 24.6 s | **no** |" in table
+
+
+def test_targets_not_measured():
+    rows = scale.evaluate_targets({"site": {"3": _site(20.0, None, 5.0, 0, 4.0, 2, 9.0)}})
+    got = {target: met for target, measured, met in rows}
+    assert got["c <= b (all joined), N=3"] is None  # no peer run
+    assert got["e <= 5 s at N=3, nothing left"] is False  # fast, but something was left
+    assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is None
+    assert "not measured" in scale.render_targets({})

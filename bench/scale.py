@@ -553,13 +553,34 @@ def render_targets(results):
     return "\n".join(lines)
 
 
+def merge_results(docs):
+    """One results document from several runs ({meta, results}): per playbook, a later run's sizes
+    replace an earlier one's; the meta is the last run's, with every run's start and arguments."""
+    merged = {"site": {}, "health": {}}
+    for doc in docs:
+        for play in merged:
+            merged[play].update(doc["results"].get(play) or {})
+    meta = dict(docs[-1]["meta"])
+    if len(docs) > 1:
+        meta["runs"] = [{"started": d["meta"].get("started"), "argv": d["meta"].get("argv")} for d in docs]
+    return {"meta": meta, "results": merged}
+
+
 def render_doc(results, meta, plots):
     m = meta
     parts = [MARK_BEGIN, "", "## Results", ""]
+    runs = m.get("runs") or [{"started": m["started"], "argv": m["argv"]}]
+    took = "" if m.get("duration_s") is None else " in %.0f min" % (m["duration_s"] / 60.0)
     parts.append(
-        "Measured %s in %.0f min by `make bench-scale` (`bench/scale.py %s`), %d repeat(s) per size, "
-        "forks %d; the controller's cost by %s."
-        % (m["started"], m["duration_s"] / 60.0, m["argv"], m["repeats"], m["forks"], m["method"])
+        "Measured %s%s by `make bench-scale` (%s), %d repeat(s) per size, forks %d; the controller's cost by %s."
+        % (
+            " and ".join(r["started"] for r in runs),
+            took if len(runs) == 1 else "",
+            "; ".join("`bench/scale.py %s`" % (r["argv"] or "(default sizes)") for r in runs),
+            m["repeats"],
+            m["forks"],
+            m.get("method", "a method not recorded (the run stopped early)"),
+        )
     )
     parts += ["", "### Targets (issue 19), from this run", "", render_targets(results), ""]
     parts += ["### site.yml on Ray nodes", "", render_site(results), ""]
@@ -882,13 +903,18 @@ def main(argv=None):
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "scale.png"))
     parser.add_argument("--model-plot", default=os.path.join(ROOT, "docs", "scale-model.png"))
     parser.add_argument("--json", default=os.path.join(ROOT, "artifacts", "scale", "results.json"))
-    parser.add_argument("--from-json", help="render the doc and plots from this results file; run nothing")
+    parser.add_argument(
+        "--from-json",
+        action="append",
+        help="render the doc and plots from this results file; run nothing (repeat it to merge runs: a later "
+        "file's sizes replace an earlier one's)",
+    )
     parser.add_argument("--ray", default=os.path.join(ROOT, ".build", "bench-venv", "bin", "ray"))
     parser.add_argument("--ansible-playbook", default=os.path.join(ROOT, ".venv", "bin", "ansible-playbook"))
     args = parser.parse_args(argv)
     args.bad = sizes(args.bad)
     if args.from_json:
-        doc = json.loads(read(args.from_json))
+        doc = merge_results([json.loads(read(path)) for path in args.from_json])
         meta = doc["meta"]
         meta.update(
             controller_cores=args.controller_cores,
@@ -921,11 +947,14 @@ def main(argv=None):
     t0 = time.monotonic()
     results = {"site": {}, "health": {}}
     try:
+        # Saved after each size (with the method known so far): a run that dies keeps what it measured.
         for n in sizes(args.site):
             results["site"][str(n)] = scale.site_size(n)
+            meta["method"] = scale.method or "n/a"
             save(args.json, results, meta)
         for n in sizes(args.health):
             results["health"][str(n)] = scale.health_size(n)
+            meta["method"] = scale.method or "n/a"
             save(args.json, results, meta)
     finally:
         bringup.run([SANDBOX, "down"], check=False)

@@ -277,3 +277,14 @@ def test_targets_not_measured():
     assert got["e <= 5 s at N=3, nothing left"] is False  # fast, but something was left
     assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is None
     assert "not measured" in scale.render_targets({})
+
+
+def test_merge_results_later_sizes_win():
+    first = {"meta": {"started": "t1", "argv": "--site 1,3"}, "results": {"site": {"1": {"a": 1}, "3": {"a": 3}}}}
+    second = {
+        "meta": {"started": "t2", "argv": "--site 3 --health 10"},
+        "results": {"site": {"3": {"a": 33}}, "health": {"10": {"b": 1}}},
+    }
+    doc = scale.merge_results([first, second])
+    assert doc["results"] == {"site": {"1": {"a": 1}, "3": {"a": 33}}, "health": {"10": {"b": 1}}}
+    assert [r["started"] for r in doc["meta"]["runs"]] == ["t1", "t2"]

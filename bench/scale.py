@@ -108,7 +108,7 @@ def mem_used(meminfo_text):
     """Bytes in use on the machine: MemTotal - MemAvailable from /proc/meminfo."""
     kb = {}
     for line in meminfo_text.splitlines():
-        name, _, rest = line.partition(":")
+        name, unused_sep, rest = line.partition(":")
         if rest.split():
             kb[name] = int(rest.split()[0])
     return (kb["MemTotal"] - kb["MemAvailable"]) * 1024
@@ -149,14 +149,14 @@ def fit_linear(points):
     pts = [(float(n), float(y)) for n, y in points if y is not None]
     if not pts:
         return None
-    ns = {n for n, _ in pts}
+    ns = {n for n, unused_y in pts}
     if len(ns) < 2:
-        n = sum(n for n, _ in pts) / len(pts)
-        y = sum(y for _, y in pts) / len(pts)
+        n = sum(n for n, unused_y in pts) / len(pts)
+        y = sum(y for unused_n, y in pts) / len(pts)
         return {"a": 0.0, "b": y / n if n else 0.0, "points": len(pts)}
-    mean_n = sum(n for n, _ in pts) / len(pts)
-    mean_y = sum(y for _, y in pts) / len(pts)
-    sxx = sum((n - mean_n) ** 2 for n, _ in pts)
+    mean_n = sum(n for n, unused_y in pts) / len(pts)
+    mean_y = sum(y for unused_n, y in pts) / len(pts)
+    sxx = sum((n - mean_n) ** 2 for n, unused_y in pts)
     sxy = sum((n - mean_n) * (y - mean_y) for n, y in pts)
     b = sxy / sxx
     return {"a": mean_y - b * mean_n, "b": b, "points": len(pts)}
@@ -179,7 +179,10 @@ def play_points(results, play, key):
 def fit_play(results, play, below=None):
     """The fits of one playbook over its sizes (only those < `below` when given): controller CPU
     seconds, controller peak MiB, host CPU seconds and wall seconds; plus the smallest size's wall."""
-    keep = lambda pts: [(n, y) for n, y in pts if below is None or n < below]  # noqa: E731
+
+    def keep(pts):
+        return [(n, y) for n, y in pts if below is None or n < below]
+
     wall = keep(play_points(results, play, "wall_s"))
     if not wall:
         return None
@@ -190,7 +193,7 @@ def fit_play(results, play, below=None):
         "wall": fit_linear(wall),
         "wave_s": wall[0][1],
         "wave_n": wall[0][0],
-        "sizes": [n for n, _ in wall],
+        "sizes": [n for n, unused_y in wall],
     }
 
 
@@ -232,7 +235,7 @@ def check_model(results, host_cores):
     [{play, n, fitted_on, quantity, predicted, measured, error_pct}]"""
     rows = []
     for play in ("site", "health"):
-        sizes = [n for n, _ in play_points(results, play, "wall_s")]
+        sizes = [n for n, unused_y in play_points(results, play, "wall_s")]
         if len(sizes) < 3:
             continue
         target = sizes[-1]
@@ -775,7 +778,7 @@ class Scale:
 
     def health_size(self, n):
         print("scale: health.yml, N=%d light nodes" % n, flush=True)
-        sb, _ = self.up(n, "--light")
+        sb, unused_used0 = self.up(n, "--light")
         inv = self.bench.inventory(n)
         result = {"sandbox": sb, "cases": {}}
         for count in self.args.bad:
@@ -830,9 +833,9 @@ def plot(results, meta, scale_path, model_path):
         wall = play_points(results, play, "wall_s")
         cpu = play_points(results, play, "cpu_s")
         if wall:
-            ax1.plot([n for n, _ in wall], [y for _, y in wall], style, label=PLAYS[play])
+            ax1.plot([n for n, unused_y in wall], [y for unused_n, y in wall], style, label=PLAYS[play])
         if cpu:
-            ax2.plot([n for n, _ in cpu], [y for _, y in cpu], style, label=PLAYS[play])
+            ax2.plot([n for n, unused_y in cpu], [y for unused_n, y in cpu], style, label=PLAYS[play])
     for ax, label in ((ax1, "wall time, s"), (ax2, "controller CPU, s")):
         ax.set_xlabel("nodes (N)")
         ax.set_ylabel(label)
@@ -853,7 +856,7 @@ def plot(results, meta, scale_path, model_path):
         ys = [project(fit, n, meta["forks"], meta["controller_cores"])["wall_s"] / 60.0 for n in xs]
         ax.plot(xs, ys, style, label="%s, model" % PLAYS[play])
         pts = play_points(results, play, "wall_s")
-        ax.plot([n for n, _ in pts], [y / 60.0 for _, y in pts], "o", color=ax.lines[-1].get_color())
+        ax.plot([n for n, unused_y in pts], [y / 60.0 for unused_n, y in pts], "o", color=ax.lines[-1].get_color())
     ax.set_xscale("log")
     ax.set_xlabel("nodes (N)")
     ax.set_ylabel("wall time, min")

@@ -16,6 +16,8 @@ import yaml
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
 ROLE = os.path.join(ROOT, "roles", "raygate")
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")
+with open(os.path.join(ROLE, "tasks", "node.yml")) as _fh:
+    NODE_CALL_ARGS = yaml.safe_load(_fh)[0]["raygate.cluster.ray_node"]
 PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 INVENTORY = {
@@ -92,6 +94,8 @@ def templated(tmp_path_factory):
     if not os.path.exists(PLAYBOOK_BIN):
         pytest.skip("ansible-playbook is not installed next to this Python")
     tmp = tmp_path_factory.mktemp("role_vars")
+    # The cluster's token, where validate.yml would have made it (beside the inventory); no Redis files.
+    (tmp / ".raygate_auth_token").write_text("probe-token\n")
     role = tmp / "roles" / "probe"
     (role / "tasks").mkdir(parents=True)
     for part in ("defaults", "vars"):
@@ -122,6 +126,8 @@ def templated(tmp_path_factory):
                     "url": "{{ raygate_dashboard_url }}",
                     "plan": "{{ raygate_plan }}",
                     "fw": "{{ raygate_firewall_args }}",
+                    # node.yml's own arguments, as written there (secrets only where needed).
+                    "call": NODE_CALL_ARGS,
                 }
             },
             "vars": {"_raygate_firewall_state": "present", "_raygate_node_state": "started"},
@@ -223,3 +229,13 @@ def test_a_node_that_failed_the_gate_now_forgets_its_labels(templated):
 def test_health_labels_off_starts_every_node_without_them(templated):
     own = templated[0]
     assert [own[h]["labels_off"]["status_labels"] for h in ("h1", "w1", "w2", "w3")] == [{}, {}, {}, {}]
+
+
+def test_the_node_call_reads_no_redis_secret_without_redis(templated):
+    # Without GCS fault tolerance no password file exists: before ansible-core 2.19 Jinja resolved
+    # every name of `raygate_gcs_password if <needed> else omit` first, and the lookup failed.
+    own = templated[0]
+    for host in ("h1", "w1"):
+        assert "redis_password" not in own[host]["call"], own[host]["call"]
+        assert own[host]["node"]["gcs_ft"] == "none" and "storage_namespace" not in own[host]["node"]
+    assert own["h1"]["call"]["auth_token"] == "probe-token"  # what a start needs

@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -80,3 +81,15 @@ def inventory_copy(tmp_path):
     dest = tmp_path / "inventory"
     shutil.copytree(os.path.join(ROOT, "inventories", "sandbox"), dest)
     return dest
+
+
+def wait_until(what, check, timeout=300):
+    """Poll CHECK (returns a true value when done) every second; fail naming WHAT and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(1)
+    pytest.fail("%s: not within %ss (last: %r)" % (what, timeout, last))

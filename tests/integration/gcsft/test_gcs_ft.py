@@ -28,7 +28,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run
+from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, wait_until
 
 pytestmark = needs_root
 
@@ -41,7 +41,6 @@ FIGURES = os.path.join(ROOT, "artifacts", "gcs_ft.json")
 OTHER = os.environ.get("RAYGATE_PREV_RAY_VERSION", "2.59.0")
 # Hang guards, not timing assertions.
 HANG = 900
-WAIT = 300
 
 ACTOR = """
 import ray
@@ -140,18 +139,6 @@ def raylets(indexes):
         pids = out.split()
         found[index] = int(pids[0]) if len(pids) == 1 else None
     return found
-
-
-def wait_until(what, check, timeout=WAIT):
-    """Poll CHECK every second until it returns a true value; fail naming WHAT and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(1)
-    pytest.fail("%s: not within %ss (last: %r)" % (what, timeout, last))
 
 
 def redis_cli(cluster, *args):

@@ -11,10 +11,9 @@ Run on its own (`pytest tests/integration/systemd`): it owns the sandbox while i
 
 import json
 import os
-import time
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, needs_root, node, recap, run
+from conftest import ROOT, SANDBOX, STATE, needs_root, node, recap, run, wait_until
 
 # No skip when systemd-nspawn is missing: `make bootstrap` installs it, and `up --systemd` says so.
 pytestmark = needs_root
@@ -86,18 +85,6 @@ def alive_ips():
     return sorted(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
 
 
-def wait_until(what, check, timeout=WAIT):
-    """Poll CHECK (returns a true value when done) every second; fail naming WHAT and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(1)
-    pytest.fail("%s: not within %ss (last: %r)" % (what, timeout, last))
-
-
 def test_site_enables_and_starts_the_units(cluster):
     rc, out = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
@@ -131,9 +118,9 @@ def test_killed_raylet_is_restarted_by_systemd_and_rejoins(cluster):
     restarts = int(unit(2)["restarts"])
     rc, out = node(2, "kill -KILL %d" % old)
     assert rc == 0, out
-    new = wait_until("a new raylet on node2", lambda: (raylet(2) or 0) not in (0, old) and raylet(2))
+    new = wait_until("a new raylet on node2", lambda: (raylet(2) or 0) not in (0, old) and raylet(2), timeout=WAIT)
     assert int(unit(2)["restarts"]) > restarts
-    wait_until("node2 alive again", lambda: alive_ips() == sorted(NODES.values()))
+    wait_until("node2 alive again", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     assert raylet(1) and raylet(2) == new
 
 
@@ -143,10 +130,10 @@ def test_killed_head_gcs_heals_under_systemd(cluster):
     old = raylet(1)
     rc, out = node(1, "pkill -KILL -x gcs_server")
     assert rc == 0, out
-    wait_until("a new raylet on the head", lambda: (raylet(1) or 0) not in (0, old) and raylet(1))
+    wait_until("a new raylet on the head", lambda: (raylet(1) or 0) not in (0, old) and raylet(1), timeout=WAIT)
     rc, out = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
-    wait_until("every node alive in the new cluster", lambda: alive_ips() == sorted(NODES.values()))
+    wait_until("every node alive in the new cluster", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     assert all(unit(index)["active"] == "active" for index in NODES)
     site_changes_nothing(cluster)
 
@@ -155,13 +142,13 @@ def test_rebooted_node_comes_back_firewalled_and_rejoins(cluster):
     head_before = raylet(1)
     rc, out = run([SANDBOX, "reboot", "2"], timeout=600)
     assert rc == 0, out
-    wait_until("the unit active after the reboot", lambda: unit(2)["active"] == "active")
-    wait_until("a raylet on node2 after the reboot", lambda: raylet(2))
+    wait_until("the unit active after the reboot", lambda: unit(2)["active"] == "active", timeout=WAIT)
+    wait_until("a raylet on node2 after the reboot", lambda: raylet(2), timeout=WAIT)
     # The boot unit loaded the saved rules before Ray started: the node is never unguarded.
     assert unit(2, "raygate-firewall.service")["active"] == "active"
     rc, rules = node(2, "nft list table inet raygate")
     assert rc == 0 and NODES[1] in rules, rules
-    wait_until("node2 alive after the reboot", lambda: alive_ips() == sorted(NODES.values()))
+    wait_until("node2 alive after the reboot", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     assert raylet(1) == head_before
     # The state raygate keeps in /run is gone with the reboot; the unit remembers what was started.
     site_changes_nothing(cluster)
@@ -175,7 +162,7 @@ def test_upgrade_switches_the_units_to_the_other_version(cluster):
         assert unit(index)["active"] == "active", index
         rc, exe = node(index, "readlink -f /proc/$(pgrep -x raylet)/exe")
         assert "/ray-%s-" % OTHER in exe, (index, exe)
-    wait_until("both nodes alive on Ray %s" % OTHER, lambda: alive_ips() == sorted(NODES.values()))
+    wait_until("both nodes alive on Ray %s" % OTHER, lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     # The units start `current`: a re-run on the new pin restarts nothing.
     site_changes_nothing(cluster, "-e", "raygate_ray_version=" + OTHER)
 

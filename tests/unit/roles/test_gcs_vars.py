@@ -14,11 +14,8 @@ import sys
 
 import pytest
 import yaml
+from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
-ROLE = os.path.join(ROOT, "roles", "raygate")
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 HOSTS = ("h1", "w1", "w2")
 
 
@@ -49,17 +46,7 @@ def run_probe(tmp, inv, tasks, limit="all"):
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
     (tmp / "site.yml").write_text(yaml.safe_dump([{"hosts": limit, "gather_facts": False, "roles": ["probe"]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.abspath(COLLECTIONS), ANSIBLE_ROLES_PATH=str(tmp / "roles"))
-    env.pop("ANSIBLE_CONFIG", None)
-    return subprocess.run(
-        [PLAYBOOK_BIN, "-i", "inventory.yml", "site.yml"],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_playbook(tmp)
 
 
 PROBE = [

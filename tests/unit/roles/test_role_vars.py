@@ -7,18 +7,14 @@ plan); firewall_member.yml gives a member outside the run the same options as it
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import yaml
+from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
-ROLE = os.path.join(ROOT, "roles", "raygate")
-COLLECTIONS = os.path.join(ROOT, ".build", "collections")
 with open(os.path.join(ROLE, "tasks", "node.yml")) as _fh:
     NODE_CALL_ARGS = yaml.safe_load(_fh)[0]["raygate.cluster.ray_node"]
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 INVENTORY = {
     "all": {
@@ -161,17 +157,7 @@ def templated(tmp_path_factory):
         },
     ]
     (tmp / "site.yml").write_text(yaml.safe_dump(plays))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.abspath(COLLECTIONS), ANSIBLE_ROLES_PATH=str(tmp / "roles"))
-    env.pop("ANSIBLE_CONFIG", None)
-    proc = subprocess.run(
-        [PLAYBOOK_BIN, "-i", "inventory.yml", "site.yml"],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_playbook(tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     own = {h: json.loads((tmp / ("own-%s.json" % h)).read_text()) for h in ("h1", "w1", "w2", "w3")}
     return own, json.loads((tmp / "members.json").read_text())

@@ -132,6 +132,21 @@ def pair_rounds(tasks_doc):
     }
 
 
+# site.yml's final wait: when it starts, every node's `ray start` has returned, and Ray's `ray start`
+# returns only once the GCS lists that node (ray/_private/node.py polls get_node) - the moment the
+# peer's (b) and the floor's (a) "all joined (GCS)" measure.
+JOINED_TASK = "Wait until every node and GPU has joined"
+
+
+def joined_at(tasks_doc, launched):
+    """Seconds from `launched` (epoch) to the start of site.yml's final wait (JOINED_TASK) in the
+    callback's document: every node joined in the GCS. None when the run never got there."""
+    for task in (tasks_doc or {}).get("tasks") or []:
+        if task.get("name", "").endswith(JOINED_TASK) and task.get("at") is not None:
+            return task["at"] - launched
+    return None
+
+
 def bad_nodes(n, count):
     """Which nodes get the fault: `count` neighbours around the middle, never node1 (the head);
     three neighbours make the middle one meet only bad partners in the two rounds (a retest)."""
@@ -309,7 +324,8 @@ def render_site(results):
 
     row("(a) floor, all joined (GCS), s", lambda r, n: f1(r.get("floor", {}).get("a")))
     row("(b) `ray up`, all joined (GCS), s", lambda r, n: f1(r.get("peer", {}).get("b")))
-    row("(c) site.yml wall, s", run("c", "wall_s"))
+    row("(c) site.yml: all joined (GCS), s", run("c", "joined_s"))
+    row("(c) site.yml wall (dashboard lists all), s", run("c", "wall_s"))
     row("(c) controller CPU, s", run("c", "cpu_s"))
     row("(c) controller CPU per node, s", per_node("c"))
     row("(c) controller peak memory, MiB", run("c", "peak_mib"))
@@ -500,15 +516,18 @@ def evaluate_targets(results):
     run did not measure what the target needs."""
     rows = []
     for n in (3, 6):
-        c = _run(results, n, "c").get("wall_s")
         b = ((results.get("site", {}).get(str(n)) or {}).get("peer") or {}).get("b")
-        rows.append(
-            (
-                "c <= b (all joined), N=%d" % n,
-                "c %s s, b %s s" % (f1(c), f1(b)),
-                None if c is None or b is None else c <= b,
+        # Like for like: both when the GCS lists every node; then site.yml's whole run, which
+        # ends when the dashboard lists them all (15 s after the head starts, on this machine).
+        for what, key in (("all joined in the GCS", "joined_s"), ("site.yml's whole run", "wall_s")):
+            c = _run(results, n, "c").get(key)
+            rows.append(
+                (
+                    "c <= b, N=%d: c = %s" % (n, what),
+                    "c %s s, b %s s" % (f1(c), f1(b)),
+                    None if c is None or b is None else c <= b,
+                )
             )
-        )
     for n in (3, 6):
         c, d = _run(results, n, "c").get("wall_s"), _run(results, n, "d")
         ok = None if c is None or d.get("wall_s") is None else d["wall_s"] <= 0.25 * c and not d.get("restarted")
@@ -711,6 +730,7 @@ class Scale:
         self.method = meter.method
         record = os.path.join(self.work, tag)
         meter.start()
+        launched = time.time()
         wall = self.bench.playbook(
             inv, playbook, record=record, extra_args=extra_args, popen_kw=meter.popen_kw(), check=check, count_ssh=False
         )
@@ -720,6 +740,8 @@ class Scale:
             out["tasks"] = json.loads(read(record + ".tasks.json"))
         except (OSError, ValueError):
             out["tasks"] = None
+        if playbook == "site.yml":
+            out["joined_s"] = joined_at(out["tasks"], launched)
         return out
 
     def up(self, n, *flags):

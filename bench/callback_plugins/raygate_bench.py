@@ -16,6 +16,8 @@ short_description: Record tasks per host and task wall times for bench/bringup.p
 description:
   - Counts the task results of every host (ok, changed, skipped, failed, unreachable) and records
     the wall time of each task from its start to the start of the next one.
+  - Records when each task started (C(at), seconds since the epoch), so that bench/scale.py can
+    tell when a run reached a given task (every node joined in the GCS: the start of the final wait).
   - Writes one JSON document to the path in the environment variable C(RAYGATE_BENCH_TASKS_OUT).
   - Keeps the rounds of every pair nccl-test (a result with C(rounds) and C(tests), as
     M(raygate.cluster.nccl_test) returns with O(mode=pairs)) under C(pairs) - each test's hosts,
@@ -53,7 +55,7 @@ class CallbackModule(CallbackBase):
     def _start(self, task, kind):
         now = time.monotonic()
         self._close_task(now)
-        self.current = {"name": task.get_name(), "kind": kind, "_t0": now, "hosts": 0}
+        self.current = {"name": task.get_name(), "kind": kind, "_t0": now, "at": round(time.time(), 3), "hosts": 0}
         self.tasks.append(self.current)
 
     def v2_playbook_on_task_start(self, task, is_conditional):

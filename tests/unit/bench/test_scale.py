@@ -237,11 +237,11 @@ def test_from_json_renders_without_running(tmp_path):
     assert text.startswith("# Scale") and "a controller with 4 cores" in text
 
 
-def _site(c, b, d, restarted, e, left, cpu):
+def _site(c, b, d, restarted, e, left, cpu, joined=None):
     return {
         "peer": {"b": b},
         "runs": {
-            "c": {"wall_s": c, "cpu_s": cpu},
+            "c": {"wall_s": c, "cpu_s": cpu, "joined_s": joined},
             "d": {"wall_s": d, "restarted": restarted},
             "e": {"wall_s": e, "left": left},
         },
@@ -251,15 +251,18 @@ def _site(c, b, d, restarted, e, left, cpu):
 def test_targets_met_and_missed():
     results = {
         "site": {
-            "3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 9.0),  # met: c <= b, d/c 0.24, e 4.5 s
-            "6": _site(26.0, 24.6, 7.0, 1, 5.0, 0, 15.0),  # missed: c > b, d/c 0.27 and a restart
+            "3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 9.0, joined=12.0),  # met: c <= b, d/c 0.24, e 4.5 s
+            # missed: the whole run is longer than b (joined in the GCS is not), d/c 0.27 and a restart
+            "6": _site(26.0, 24.6, 7.0, 1, 5.0, 0, 15.0, joined=20.0),
             "20": _site(60.0, 70.0, 12.0, 0, 9.0, 0, 40.0),  # 2.0 s per node against 1.2 x 3.0
         },
         "health": {"10": {"cases": {"0": {"cpu_s": 9.0}}}, "100": {"cases": {"0": {"cpu_s": 120.0}}}},
     }
     got = {target: met for target, measured, met in scale.evaluate_targets(results)}
-    assert got["c <= b (all joined), N=3"] is True
-    assert got["c <= b (all joined), N=6"] is False
+    assert got["c <= b, N=3: c = site.yml's whole run"] is True
+    assert got["c <= b, N=3: c = all joined in the GCS"] is True
+    assert got["c <= b, N=6: c = site.yml's whole run"] is False
+    assert got["c <= b, N=6: c = all joined in the GCS"] is True
     assert got["d <= 0.25 c, no raylet restarted, N=3"] is True
     assert got["d <= 0.25 c, no raylet restarted, N=6"] is False
     assert got["e <= 5 s at N=3, nothing left"] is True
@@ -267,16 +270,34 @@ def test_targets_met_and_missed():
     # 1.2 s per node at 100 against 0.9 at 10: more than 1.2 x.
     assert got["health.yml controller CPU per node: N=100 <= 1.2 x N=10"] is False
     table = scale.render_targets(results)
-    assert "| c <= b (all joined), N=6 | c 26.0 s, b 24.6 s | **no** |" in table
+    assert "| c <= b, N=6: c = site.yml's whole run | c 26.0 s, b 24.6 s | **no** |" in table
+    assert "| c <= b, N=6: c = all joined in the GCS | c 20.0 s, b 24.6 s | yes |" in table
 
 
 def test_targets_not_measured():
     rows = scale.evaluate_targets({"site": {"3": _site(20.0, None, 5.0, 0, 4.0, 2, 9.0)}})
     got = {target: met for target, measured, met in rows}
-    assert got["c <= b (all joined), N=3"] is None  # no peer run
+    assert got["c <= b, N=3: c = site.yml's whole run"] is None  # no peer run
+    assert got["c <= b, N=3: c = all joined in the GCS"] is None
     assert got["e <= 5 s at N=3, nothing left"] is False  # fast, but something was left
     assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is None
     assert "not measured" in scale.render_targets({})
+
+
+def test_joined_at_is_the_start_of_the_final_wait():
+    doc = {
+        "tasks": [
+            {"name": "raygate.cluster.raygate : Ray node: started", "at": 1000.5},
+            {"name": "raygate.cluster.raygate : Wait until every node and GPU has joined", "at": 1017.25},
+            {"name": "raygate.cluster.raygate : Show the cluster", "at": 1022.0},
+        ]
+    }
+    assert scale.joined_at(doc, 1000.0) == 17.25
+    # A run that left before the wait (the gate failed, the head never came up) never joined;
+    # neither did a document from a callback without start times.
+    assert scale.joined_at({"tasks": doc["tasks"][:1]}, 1000.0) is None
+    assert scale.joined_at({"tasks": [{"name": doc["tasks"][1]["name"]}]}, 1000.0) is None
+    assert scale.joined_at(None, 1000.0) is None
 
 
 def test_merge_results_later_sizes_win():

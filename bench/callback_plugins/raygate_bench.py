@@ -17,7 +17,7 @@ description:
   - Counts the task results of every host (ok, changed, skipped, failed, unreachable) and records
     the wall time of each task from its start to the start of the next one.
   - Records when each task started (C(at), seconds since the epoch), so that bench/scale.py can
-    tell when a run reached a given task (every node joined in the GCS: the start of the final wait).
+    tell when a run reached a given task (every node joined in the GCS, at the start of the final wait).
   - Writes one JSON document to the path in the environment variable C(RAYGATE_BENCH_TASKS_OUT).
   - Keeps the rounds of every pair nccl-test (a result with C(rounds) and C(tests), as
     M(raygate.cluster.nccl_test) returns with O(mode=pairs)) under C(pairs) - each test's hosts,

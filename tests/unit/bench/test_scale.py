@@ -309,3 +309,18 @@ def test_merge_results_later_sizes_win():
     doc = scale.merge_results([first, second])
     assert doc["results"] == {"site": {"1": {"a": 1}, "3": {"a": 33}}, "health": {"10": {"b": 1}}}
     assert [r["started"] for r in doc["meta"]["runs"]] == ["t1", "t2"]
+
+
+def test_the_recording_callback_documents_itself_in_valid_yaml():
+    # Ansible parses every callback plugin's DOCUMENTATION when it loads callbacks: a YAML error
+    # there ends every bench run before its first task.
+    import yaml  # noqa: PLC0415
+
+    sys.path.insert(0, os.path.join(ROOT, "bench", "callback_plugins"))
+    try:
+        import raygate_bench  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    doc = yaml.safe_load(raygate_bench.DOCUMENTATION)
+    assert doc["name"] == "raygate_bench"
+    assert any("C(at)" in line for line in doc["description"])

@@ -12,7 +12,7 @@ For each playbook run: wall time, the controller's CPU seconds and peak memory (
 ansible-playbook process tree, the ssh ControlPersist masters included: it runs in a cgroup of its
 own, cgroup v1 cpuacct and memory), CPU seconds per node, and the host's CPU seconds (nodes
 included: they share this machine). health.yml runs also say how many rounds the pair nccl-tests
-took (from the recording callback: the health report does not keep them).
+took (from the recording callback; the health report keeps them too, under `pairs`).
 
 Then a model fitted to the measurements (cost = fixed + per node x N) projects site.yml and health.yml
 to 100, 500 and 1,000 nodes for the given forks, and checks itself: the largest measured size of

@@ -21,7 +21,7 @@ description:
   - Writes one JSON document to the path in the environment variable C(RAYGATE_BENCH_TASKS_OUT).
   - Keeps the rounds of every pair nccl-test (a result with C(rounds) and C(tests), as
     M(raygate.cluster.nccl_test) returns with O(mode=pairs)) under C(pairs) - each test's hosts,
-    round and verdict - because the health report does not carry them (bench/scale.py).
+    round and verdict (bench/scale.py; the health report keeps them too, under C(pairs)).
 requirements:
   - enable it with C(ANSIBLE_CALLBACKS_ENABLED=raygate_bench)
 """

@@ -119,6 +119,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
         fleet_expect=args["fleet_expect"],
         breaker_threshold=args["breaker_threshold"],
         breaker_min_nodes=args["breaker_min_nodes"],
+        pairs=gate.pair_run(args["hosts"], hostvars or {}) if args.get("hosts") is not None else None,
     )
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
     rendered = hr.render_files(report)

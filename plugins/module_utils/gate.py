@@ -125,6 +125,57 @@ def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=(), pairs=Tr
     return nodes
 
 
+def _pair_test(test, names, phase_of):
+    hosts = [str(a) for a in test.get("hosts") or []]
+    return {
+        "round": test.get("round"),
+        "phase": phase_of(test.get("round")),
+        "hosts": [names.get(a, a) for a in hosts],
+        "addresses": hosts,
+        "verdict": test.get("verdict"),
+        "busbw": test.get("busbw"),
+        "transport": test.get("transport"),
+    }
+
+
+def pair_run(hosts, hostvars):
+    """What the pair nccl-tests of this run did, for the report: ``{planned_rounds, rounds,
+    retest_phases, tests}``, or None when none ran (no result, or the task was skipped).
+
+    Read from the first of ``hosts`` that carries the run-once result ``raygate_nccl_pairs``
+    (every host of the play does). ``rounds`` counts the rounds and retest phases that ran (a
+    retest phase is numbered after the planned rounds); each test says its round, its phase
+    (round or retest), its hosts (inventory names where the address is a host's
+    ``raygate_gate_address``, else the address), addresses, verdict, bus bandwidth and transport.
+    """
+    result = {}
+    for host in hosts:
+        result = _result(hostvars.get(host) or {}, PAIRS_RESULT)
+        if result:
+            break
+    tests = result.get("tests")
+    if result.get("skipped") or not isinstance(tests, list):
+        return None
+    names = {}
+    for host in hosts:
+        address = (hostvars.get(host) or {}).get("raygate_gate_address")
+        if address:
+            names.setdefault(str(address), host)
+    planned = len(result.get("rounds") or [])
+
+    def phase_of(number):
+        return "retest" if isinstance(number, int) and number > planned else "round"
+
+    ran = [_pair_test(t, names, phase_of) for t in list(tests) + list(result.get("retests") or [])]
+    last = max([t["round"] for t in ran if isinstance(t["round"], int)] or [0])
+    return {
+        "planned_rounds": planned,
+        "rounds": last,
+        "retest_phases": max(0, last - planned),
+        "tests": ran,
+    }
+
+
 def pair_transport(fabric, require_gdr=True, wanted=""):
     """The transport the pair tests must see: ``wanted`` when given; else any transport without RDMA
     (``fabric`` none), GDRDMA when GPUDirect RDMA is required, else any RDMA one (no Socket)."""

@@ -296,6 +296,7 @@ def build_report(
     fleet_expect=None,
     breaker_threshold=breaker.DEFAULT_THRESHOLD,
     breaker_min_nodes=breaker.DEFAULT_MIN_NODES,
+    pairs=None,
 ):
     """The whole report (the content of report.json) for the gate's input.
 
@@ -311,8 +312,11 @@ def build_report(
     breaker_tripped, message, healthy (hosts, input order), unhealthy {host: reasons}, warned {host:
     warn_reasons}, severities {host: worst severity}, thresholds {check: [distinct thresholds]},
     breaker (its state), fleet (the fleet view), nodes (each node with verdict, healthy, severity,
-    reasons, warn_reasons, fingerprint and its checks).
+    reasons, warn_reasons, fingerprint and its checks), pairs (``pairs`` as given: what the pair
+    nccl-tests did, ``gate.pair_run()``; None when none ran).
     """
+    if pairs is not None and not isinstance(pairs, dict):
+        raise ValueError("pairs must be a mapping or None, not %r" % (pairs,))
     if isinstance(min_healthy, bool) or not isinstance(min_healthy, int) or min_healthy < 1:
         raise ValueError("min_healthy must be an integer >= 1, not %r" % (min_healthy,))
     if isinstance(valid_for, bool) or not isinstance(valid_for, int) or valid_for < 1:
@@ -379,6 +383,7 @@ def build_report(
         "thresholds": {k: v for k, v in sorted(thresholds.items()) if v},
         "breaker": state,
         "fleet": fleet_view,
+        "pairs": _plain(pairs) if pairs is not None else None,
         "nodes": entries,
     }
 
@@ -474,6 +479,29 @@ def _md_fleet(report):
     return lines
 
 
+def _md_pairs_summary(report):
+    pairs = report.get("pairs")
+    if not pairs:
+        return []
+    return [
+        "- pair nccl-tests: %d test(s) in %d round(s): %d planned, %d retest phase(s)"
+        % (len(pairs["tests"]), pairs["rounds"], pairs["planned_rounds"], pairs["retest_phases"])
+    ]
+
+
+def _md_pairs(report):
+    """The pair nccl-tests in the order they ran: round, phase, hosts, verdict, bus bandwidth, transport."""
+    pairs = report.get("pairs")
+    if not pairs or not pairs["tests"]:
+        return []
+    lines = ["", "## Pair nccl-tests", "", "| round | phase | hosts | verdict | busbw, GB/s | transport |"]
+    lines.append("| --- | --- | --- | --- | --- | --- |")
+    for test in pairs["tests"]:
+        cells = [_text(test["round"]), test["phase"], " + ".join(test["hosts"]), _text(test["verdict"])]
+        lines.append(_md_row(cells + [_text(test["busbw"]), _text(test["transport"])]))
+    return lines
+
+
 def render_markdown(report):
     """report.md: the decision, a summary table (host, role, verdict, severity, healthy, reasons), the
     fleet's versions, then one table per node (check, status, severity, value, threshold, detail, action)."""
@@ -487,6 +515,7 @@ def render_markdown(report):
         % (md_escape(report["head"]), report["min_healthy"], str(report["fail_on_warn"]).lower()),
     ]
     lines += _md_breaker(report)
+    lines += _md_pairs_summary(report)
     lines += [
         "",
         "## Nodes",
@@ -499,6 +528,7 @@ def render_markdown(report):
         cells.append("yes" if entry["healthy"] else "no")
         lines.append(_md_row(cells + ["; ".join(_node_reasons(entry))]))
     lines += _md_fleet(report)
+    lines += _md_pairs(report)
     for entry in report["nodes"]:
         lines += ["", "## %s (%s, %s)" % (md_escape(entry["host"]), entry["role"], entry["verdict"]), ""]
         if entry["address"]:

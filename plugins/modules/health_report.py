@@ -43,9 +43,12 @@ description:
     not re-checked (V(skipped)) do not count. With fewer than O(breaker_min_nodes) checked nodes the
     breaker does not judge.
   - Writes into O(dest)/O(run_id)/ the files C(report.json) (everything, with the thresholds as
-    carried in the checks, the fleet view, the breaker's state and ISO 8601 UTC times),
-    C(report.md) (the decision and the breaker, a summary table with each node's worst severity,
-    the fleet's versions, then one table of checks per node with their severity and action),
+    carried in the checks, the fleet view, the breaker's state and ISO 8601 UTC times; with
+    O(hosts), also C(pairs), what the pair nccl-tests did - planned rounds, rounds and retest
+    phases run, and each test's round, hosts, verdict, bus bandwidth and transport - or null when
+    none ran), C(report.md) (the decision and the breaker, a summary table with each node's worst
+    severity, the fleet's versions, the pair nccl-tests in the order they ran, then one table of
+    checks per node with their severity and action),
     C(junit.xml) (one C(testsuite) per node, one C(testcase) with classname
     C(raygate.health.<host>) per check; fail is a failure, warn passes with C(system-out), skip is
     skipped; a failing or warning case carries C(severity) and C(action) in its text and as

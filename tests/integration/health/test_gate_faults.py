@@ -130,6 +130,13 @@ def test_each_fault_is_caught_with_its_severity_and_action(fleet):
     with open(os.path.join(report_dir(fleet), "healthy_hosts.txt")) as fh:
         healthy = set(fh.read().split())
     assert healthy == {"node%d" % i for i in range(1, NODES + 1)} - left_out
+
+    # The report keeps the pair rounds: only the nodes whose own checks passed were paired (the
+    # network faults here are none), in the two planned rounds, by inventory name.
+    pairs = doc["pairs"]
+    paired = {host for test in pairs["tests"] for host in test["hosts"]}
+    assert paired == healthy and (pairs["planned_rounds"], pairs["retest_phases"]) == (2, 0), pairs
+    assert {test["verdict"] for test in pairs["tests"]} == {"pass"}, pairs
     assert run_summary(fleet)["result"] == "degraded", out[-3000:]
     assert rc == 0, out[-3000:]
 

@@ -561,3 +561,46 @@ def test_bad_fleet_and_breaker_arguments_fail_the_task(tmp_path):
     ):
         with pytest.raises(AnsibleActionFail, match=needle):
             run_action(dict({"nodes": nodes(), "dest": str(tmp_path)}, **extra))
+
+
+def test_hosts_the_report_keeps_the_pair_rounds(tmp_path):
+    ran = dict(
+        pair_result("10.0.0.1", "10.0.0.2", "10.0.0.3"),
+        rounds=[[["10.0.0.1", "10.0.0.2"]], [["10.0.0.2", "10.0.0.3"]]],
+        tests=[
+            {
+                "hosts": ["10.0.0.1", "10.0.0.2"],
+                "round": 1,
+                "verdict": "pass",
+                "busbw": 45.0,
+                "transport": "NET/IB/GDRDMA",
+            },
+            {"hosts": ["10.0.0.2", "10.0.0.3"], "round": 2, "verdict": "fail", "busbw": 3.1, "transport": "NET/Socket"},
+        ],
+        retests=[
+            {"hosts": ["10.0.0.3", "10.0.0.1"], "round": 3, "verdict": "fail", "busbw": 3.0, "transport": "NET/Socket"}
+        ],
+    )
+    hostvars = {"node%d" % i: gate_vars("10.0.0.%d" % i, pairs=ran) for i in (1, 2, 3)}
+    run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2", "node3"]), hostvars)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {k: report["pairs"][k] for k in ("planned_rounds", "rounds", "retest_phases")} == {
+        "planned_rounds": 2,
+        "rounds": 3,
+        "retest_phases": 1,
+    }
+    assert [t["hosts"] for t in report["pairs"]["tests"]] == [
+        ["node1", "node2"],
+        ["node2", "node3"],
+        ["node3", "node1"],
+    ]
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "- pair nccl-tests: 3 test(s) in 3 round(s): 2 planned, 1 retest phase(s)" in md
+    assert "| 3 | retest | node3 + node1 | fail | 3.0 | NET/Socket |" in md
+
+
+def test_hosts_without_pair_tests_the_report_says_none(tmp_path):
+    run_action_with_hostvars(hosts_args(tmp_path, ["node1"]), {"node1": gate_vars("10.0.0.1")})
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["pairs"] is None
+    assert "Pair nccl-tests" not in (tmp_path / "r" / "report.md").read_text()

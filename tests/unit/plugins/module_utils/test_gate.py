@@ -343,3 +343,62 @@ def test_the_nodes_make_a_report():
     assert report["healthy"] == ["node2", "node3", "node4", "node1"]
     assert [n["verdict"] for n in report["nodes"]] == ["pass", "skipped", "pass", "skipped"]
     assert report["ok"] is True
+
+
+# ---- the pair tests' rounds, for the report ----------------------------------------------
+
+
+def ran_pairs():
+    """Four nodes, two planned rounds, node3 bad: it failed both rounds and one retest phase
+    (round 3) settled it against a good node."""
+
+    def test(a, b, number, verdict, busbw):
+        return {"hosts": [a, b], "round": number, "verdict": verdict, "busbw": busbw, "transport": "NET/IB/GDRDMA"}
+
+    return dict(
+        pairs("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"),
+        rounds=[
+            [["10.0.0.1", "10.0.0.2"], ["10.0.0.3", "10.0.0.4"]],
+            [["10.0.0.2", "10.0.0.3"], ["10.0.0.4", "10.0.0.1"]],
+        ],
+        tests=[
+            test("10.0.0.1", "10.0.0.2", 1, "pass", 371.5),
+            test("10.0.0.3", "10.0.0.4", 1, "fail", 150.2),
+            test("10.0.0.2", "10.0.0.3", 2, "fail", 149.8),
+            test("10.0.0.4", "10.0.0.1", 2, "pass", 370.9),
+        ],
+        retests=[test("10.0.0.4", "10.9.9.9", 3, "pass", 372.0)],
+    )
+
+
+def test_pair_run_counts_rounds_retest_phases_and_names_the_hosts():
+    result = ran_pairs()
+    hostvars = {"node%d" % i: checked("10.0.0.%d" % i, pair_result=result) for i in range(1, 5)}
+    run = gate.pair_run(["node1", "node2", "node3", "node4"], hostvars)
+    assert (run["planned_rounds"], run["rounds"], run["retest_phases"]) == (2, 3, 1)
+    assert [t["hosts"] for t in run["tests"]] == [
+        ["node1", "node2"],
+        ["node3", "node4"],
+        ["node2", "node3"],
+        ["node4", "node1"],
+        # A partner outside the run (raygate_health_pair_partner) keeps its address.
+        ["node4", "10.9.9.9"],
+    ]
+    assert [t["phase"] for t in run["tests"]] == ["round"] * 4 + ["retest"]
+    assert run["tests"][1] == {
+        "round": 1,
+        "phase": "round",
+        "hosts": ["node3", "node4"],
+        "addresses": ["10.0.0.3", "10.0.0.4"],
+        "verdict": "fail",
+        "busbw": 150.2,
+        "transport": "NET/IB/GDRDMA",
+    }
+
+
+def test_pair_run_is_none_when_no_pair_test_ran():
+    # The task skipped (one node, or pair tests off), or a play that never registered it.
+    assert gate.pair_run(["node1"], {"node1": checked("10.0.0.1")}) is None
+    assert gate.pair_run(["node1"], {"node1": {}}) is None
+    # An older result without tests (the report then has no pairs either).
+    assert gate.pair_run(["node1"], {"node1": checked("10.0.0.1", pair_result=pairs("10.0.0.1"))}) is None

@@ -117,6 +117,23 @@ print(json.dumps({"processes": procs, "ports": sorted(set(ports)), "files": file
 
 
 # ---- pure helpers (tested in tests/unit/bench) --------------------------------------------------
+def host_cpu_ticks(stat_text):
+    """Busy clock ticks of the whole machine from /proc/stat (all but idle and iowait)."""
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            values = [int(v) for v in fields[1:]]
+            busy = sum(values[:8]) - values[3] - (values[4] if len(values) > 4 else 0)
+            return busy
+    raise ValueError("no cpu line in /proc/stat")
+
+
+def host_cpu_s():
+    """The machine's busy CPU seconds so far (nodes, controller and bench together)."""
+    with open("/proc/stat", encoding="utf-8") as f:
+        return host_cpu_ticks(f.read()) / float(os.sysconf("SC_CLK_TCK"))
+
+
 def summary(values):
     """{'median', 'min', 'max', 'n'} of the numbers in `values` (None when there are none)."""
     values = [v for v in values if v is not None]
@@ -530,6 +547,7 @@ class Bench:
         def read():
             for line in proc.stdout:
                 marks[line.strip()] = time.monotonic() - t0
+                marks[line.strip() + "@cpu"] = host_cpu_s()
 
         thread = threading.Thread(target=read, daemon=True)
         thread.start()
@@ -547,7 +565,7 @@ class Bench:
         hosts = list(self.hosts(n).values())
         head = hosts[0]
         marks = {}
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), host_cpu_s()
         cmd = "%s %s start %s" % (self.env_prefix("head"), VENV_RAY, " ".join(self.start_args("head", head, head)))
         run(ssh_cmd(head, cmd))
         workers = [
@@ -577,7 +595,13 @@ class Bench:
         for s in stops:
             s.wait()
         stop = time.monotonic() - t1
-        return {"a": marks.get("gcs"), "a_dash": marks.get("dashboard"), "a_stop": stop}
+        return {
+            "a": marks.get("gcs"),
+            "a_dash": marks.get("dashboard"),
+            "a_stop": stop,
+            # The machine's CPU seconds until all joined: Ray's own start and the poller's.
+            "a_cpu": marks["gcs@cpu"] - cpu0 if "gcs@cpu" in marks else None,
+        }
 
     def ray_up_config(self, n):
         hosts = list(self.hosts(n).values())
@@ -621,7 +645,7 @@ class Bench:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
         head = node_ip(1)
         marks = {}
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), host_cpu_s()
         up = run([self.ray, "up", "-y", "--no-config-cache", path], env=env, cwd=self.work)
         returned = time.monotonic() - t0
         with open(os.path.join(self.work, "ray-up-%d.log" % n), "w", encoding="utf-8") as f:
@@ -639,6 +663,7 @@ class Bench:
             "b": marks.get("gcs"),
             "b_down": down_s,
             "b_left": sum(len(v["processes"]) for v in left.values()),
+            "b_cpu": marks["gcs@cpu"] - cpu0 if "gcs@cpu" in marks else None,
         }
 
     def raygate(self, n, inv, rep):

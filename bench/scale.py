@@ -93,15 +93,9 @@ def read_usage(dirs):
     return {"cpu_s": cpu_ns / 1e9, "peak_bytes": peak}
 
 
-def host_cpu_ticks(stat_text):
-    """Busy clock ticks of the whole machine from /proc/stat (all but idle and iowait)."""
-    for line in stat_text.splitlines():
-        fields = line.split()
-        if fields and fields[0] == "cpu":
-            values = [int(v) for v in fields[1:]]
-            busy = sum(values[:8]) - values[3] - (values[4] if len(values) > 4 else 0)
-            return busy
-    raise ValueError("no cpu line in /proc/stat")
+# The machine's busy clock ticks from /proc/stat: bringup.py's, which marks the floor's and the
+# peer's "all joined" with it too.
+host_cpu_ticks = bringup.host_cpu_ticks
 
 
 def mem_used(meminfo_text):
@@ -323,7 +317,9 @@ def render_site(results):
         return cell
 
     row("(a) floor, all joined (GCS), s", lambda r, n: f1(r.get("floor", {}).get("a")))
+    row("(a) host CPU until all joined, s", lambda r, n: f1(r.get("floor", {}).get("a_cpu")))
     row("(b) `ray up`, all joined (GCS), s", lambda r, n: f1(r.get("peer", {}).get("b")))
+    row("(b) host CPU until all joined, s", lambda r, n: f1(r.get("peer", {}).get("b_cpu")))
     row("(c) site.yml: all joined (GCS), s", run("c", "joined_s"))
     row("(c) site.yml wall (dashboard lists all), s", run("c", "wall_s"))
     row("(c) controller CPU, s", run("c", "cpu_s"))

@@ -83,6 +83,27 @@ def inventory_copy(tmp_path):
     return dest
 
 
+def scratch_inventory(inv, base, name, hosts=None, prefix="", settings=""):
+    """A scratch inventory at ``inv`` (a pathlib.Path) whose runs write under ``base``: the
+    sandbox's ``ray_cluster`` group_vars (linked), hosts.yml (``hosts`` as text, else a link to the
+    sandbox's) and group_vars/all/<name>.yml: the auth token in ``base``, the health reports and
+    run summaries in ``base``/<prefix>health and <prefix>runs, no confirmation prompt, then
+    ``settings`` (YAML lines). Returns its path as a string."""
+    (inv / "group_vars" / "all").mkdir(parents=True)
+    os.symlink(
+        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
+    )
+    if hosts is None:
+        os.symlink(os.path.join(ROOT, "inventories", "sandbox", "hosts.yml"), inv / "hosts.yml")
+    else:
+        (inv / "hosts.yml").write_text(hosts)
+    (inv / "group_vars" / "all" / ("%s.yml" % name)).write_text(
+        f"raygate_auth_token_file: {base}/token\nraygate_health_report_dir: {base}/{prefix}health\n"
+        f"raygate_run_summary_dir: {base}/{prefix}runs\nraygate_confirm: false\n{settings}"
+    )
+    return str(inv)
+
+
 def wait_until(what, check, timeout=300):
     """Poll CHECK (returns a true value when done) every second; fail naming WHAT and the last value."""
     deadline = time.monotonic() + timeout

@@ -11,7 +11,7 @@ import os
 import re
 
 import pytest
-from conftest import ROOT, SANDBOX, needs_root, node, recap, run
+from conftest import ROOT, SANDBOX, needs_root, node, recap, run, scratch_inventory
 
 pytestmark = needs_root
 
@@ -50,18 +50,7 @@ def day2(tmp_path_factory):
     base = tmp_path_factory.mktemp("day2")
     inventories = {}
     for name, hosts in (("three", HOSTS_3), ("four", HOSTS_4)):
-        inv = base / name
-        (inv / "group_vars" / "all").mkdir(parents=True)
-        os.symlink(
-            os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"),
-            inv / "group_vars" / "ray_cluster",
-        )
-        (inv / "hosts.yml").write_text(hosts)
-        (inv / "group_vars" / "all" / "day2.yml").write_text(
-            "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\nraygate_confirm: false\n"
-            % (base, base)
-        )
-        inventories[name] = str(inv)
+        inventories[name] = scratch_inventory(base / name, base, "day2", hosts=hosts)
     state = {"inv": inventories, "base": base}
     yield state
     play(state, "teardown.yml", inv="four")

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, recap, run
+from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, recap, run, scratch_inventory
 
 pytestmark = needs_root
 
@@ -29,17 +29,8 @@ def cluster(tmp_path_factory):
     rc, out = run([SANDBOX, "up", "3"], timeout=300)
     assert rc == 0, out
     base = tmp_path_factory.mktemp("faults")
-    inv = base / "inventory"
-    (inv / "group_vars" / "all").mkdir(parents=True)
-    os.symlink(
-        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
-    )
-    os.symlink(os.path.join(ROOT, "inventories", "sandbox", "hosts.yml"), inv / "hosts.yml")
-    (inv / "group_vars" / "all" / "faults.yml").write_text(
-        "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\n"
-        "raygate_run_summary_dir: %s/runs\nraygate_confirm: false\n" % (base, base, base)
-    )
-    state = {"inv": str(inv), "base": base, "figures": []}
+    inv = scratch_inventory(base / "inventory", base, "faults")
+    state = {"inv": inv, "base": base, "figures": []}
     yield state
     link(1, True), link(2, True), link(3, True)
     play(state, "teardown.yml")

@@ -28,7 +28,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, wait_until
+from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory, wait_until
 
 pytestmark = needs_root
 
@@ -90,21 +90,13 @@ print("GCSFT JOB DONE", ray.get(answer.remote()))
 # -- helpers ----------------------------------------------------------------------------------
 def make_inventory(base, supervisor, hosts=None):
     inv = base / "inventory"
-    (inv / "group_vars" / "all").mkdir(parents=True)
-    (inv / "host_vars").mkdir()
-    os.symlink(
-        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
-    )
-    if hosts is None:
-        os.symlink(os.path.join(ROOT, "inventories", "sandbox", "hosts.yml"), inv / "hosts.yml")
-    else:
-        (inv / "hosts.yml").write_text(hosts)
-    (inv / "group_vars" / "all" / "gcsft.yml").write_text(
-        "raygate_supervisor: %s\nraygate_gcs_ft: redis\nraygate_auth_token_file: %s/token\n"
+    settings = (
+        "raygate_supervisor: %s\nraygate_gcs_ft: redis\n"
         "raygate_gcs_redis_password_file: %s/redis_password\nraygate_gcs_cluster_id_file: %s/cluster_id\n"
-        "raygate_health_report_dir: %s/health\nraygate_run_summary_dir: %s/runs\nraygate_confirm: false\n"
-        % (supervisor, base, base, base, base, base)
+        % (supervisor, base, base)
     )
+    scratch_inventory(inv, base, "gcsft", hosts=hosts, settings=settings)
+    (inv / "host_vars").mkdir()
     for name in ("node2", "node3"):
         (inv / "host_vars" / ("%s.yml" % name)).write_text("raygate_resources: {gcsft_worker: 1}\n")
     return str(inv)

@@ -15,7 +15,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, run
+from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, run, scratch_inventory
 
 pytestmark = needs_root
 
@@ -40,17 +40,7 @@ def hosts_yml(members):
 
 
 def inventory(base, name, members, extra=""):
-    inv = base / name
-    (inv / "group_vars" / "all").mkdir(parents=True)
-    os.symlink(
-        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
-    )
-    (inv / "hosts.yml").write_text(hosts_yml(members))
-    (inv / "group_vars" / "all" / "health.yml").write_text(
-        "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/%s-health\n"
-        "raygate_run_summary_dir: %s/%s-runs\nraygate_confirm: false\n%s" % (base, base, name, base, name, extra)
-    )
-    return str(inv)
+    return scratch_inventory(base / name, base, "health", hosts=hosts_yml(members), prefix=name + "-", settings=extra)
 
 
 def scenario(base, index, spec):

@@ -15,7 +15,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run
+from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory
 
 pytestmark = [
     needs_root,
@@ -39,18 +39,9 @@ def cluster(tmp_path_factory):
     rc, out = run([SANDBOX, "slurm", "up"], timeout=300)
     assert rc == 0, out
     base = tmp_path_factory.mktemp("slurm")
-    inv = base / "inventory"
-    (inv / "group_vars" / "all").mkdir(parents=True)
-    os.symlink(
-        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
-    )
-    os.symlink(os.path.join(ROOT, "inventories", "sandbox", "hosts.yml"), inv / "hosts.yml")
-    (inv / "group_vars" / "all" / "slurm.yml").write_text(
-        "raygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\n"
-        "raygate_run_summary_dir: %s/runs\nraygate_confirm: false\n"
-        "raygate_slurm: drain\nraygate_slurm_conf: %s\n" % (base, base, base, SLURM_CONF)
-    )
-    yield {"inv": str(inv), "base": base}
+    settings = "raygate_slurm: drain\nraygate_slurm_conf: %s\n" % SLURM_CONF
+    inv = scratch_inventory(base / "inventory", base, "slurm", settings=settings)
+    yield {"inv": inv, "base": base}
     run(["ip", "netns", "exec", "rg-node2", "ip", "link", "set", "eth0", "up"])
     run([SANDBOX, "slurm", "down"], timeout=300)
     run([SANDBOX, "down"], timeout=300)

@@ -625,16 +625,20 @@ def read(path):
 class Meter:
     """The controller's cost of one command: its process tree runs in fresh cgroups (v1 cpuacct
     and memory, children of our own), so the ssh ControlPersist masters that daemonize out of the
-    tree are counted too. `stop()` ends what is left in them (those masters), reads the usage and
-    removes the cgroups. Without writable v1 hierarchies: getrusage of the children, which misses
-    the masters (method says so)."""
+    tree are counted too. `stop()` reads the usage, ends what is left in them (those masters) and
+    removes the cgroups; `stop(keep=True)` instead moves the masters out, to our own cgroups, and
+    `start(adopt=...)` of the next command's meter moves them in: that run reuses the connections
+    (warm, as a user's next run within ControlPersist does) and their CPU is charged to it.
+    Without writable v1 hierarchies: getrusage of the children, which misses the masters (method
+    says so)."""
 
     def __init__(self, name, root=CGROUP_ROOT):
         self.dirs = None
         self.method = "getrusage of the children (misses the ssh ControlPersist masters)"
         made = []
         try:
-            for parent in cgroup_dirs(read("/proc/self/cgroup"), root).values():
+            self.parents = cgroup_dirs(read("/proc/self/cgroup"), root)
+            for parent in self.parents.values():
                 made.append(os.path.join(parent, "%s-%d" % (name, os.getpid())))
                 os.mkdir(made[-1])
         except OSError as exc:
@@ -657,7 +661,15 @@ class Meter:
 
         return {"preexec_fn": join}
 
-    def start(self):
+    def start(self, adopt=()):
+        """Begin measuring; `adopt`: pids (a previous stop(keep=True)) to move into these cgroups."""
+        for pid in adopt if self.dirs else ():
+            for path in self.dirs.values():
+                try:
+                    with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                        f.write(str(pid))
+                except OSError:  # it ended meanwhile (ControlPersist expired)
+                    break
         self.t0 = time.monotonic()
         self.ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.host0 = host_cpu_ticks(read("/proc/stat"))
@@ -665,9 +677,21 @@ class Meter:
     def procs(self):
         return [int(p) for p in read(os.path.join(self.dirs["cpuacct"], "cgroup.procs")).split()]
 
-    def stop(self):
+    def stop(self, keep=False):
+        """The usage: host_cpu_s, cpu_s, peak_mib; with `keep`, also `kept`, the pids left running
+        (moved to our own cgroups, for the next meter's start(adopt=...))."""
         ticks = os.sysconf("SC_CLK_TCK")
         out = {"host_cpu_s": (host_cpu_ticks(read("/proc/stat")) - self.host0) / float(ticks)}
+        if self.dirs and keep:
+            usage = read_usage(self.dirs)
+            out.update(cpu_s=usage["cpu_s"], peak_mib=usage["peak_bytes"] / MIB, kept=self.procs())
+            for pid in out["kept"]:
+                for path in self.parents.values():
+                    try:
+                        with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                            f.write(str(pid))
+                    except OSError:
+                        break
         if self.dirs:
             for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
                 for pid in self.procs():
@@ -719,18 +743,19 @@ class Scale:
         bringup.run([SANDBOX, *argv], check=check)
         return time.monotonic() - t0
 
-    def measured(self, inv, playbook, tag, extra_args=(), check=True):
+    def measured(self, inv, playbook, tag, extra_args=(), check=True, adopt=(), keep=False):
         """One playbook run in its own cgroups: wall, controller CPU and peak memory, host CPU,
-        and the recording callback's document (tasks, pair rounds)."""
+        and the recording callback's document (tasks, pair rounds). `adopt`, `keep`: Meter's, to
+        run on the connections a previous run left open (`kept`, the pids, in the answer)."""
         meter = Meter("raygate-bench-" + tag)
         self.method = meter.method
         record = os.path.join(self.work, tag)
-        meter.start()
+        meter.start(adopt=adopt)
         launched = time.time()
         wall = self.bench.playbook(
             inv, playbook, record=record, extra_args=extra_args, popen_kw=meter.popen_kw(), check=check, count_ssh=False
         )
-        out = meter.stop()
+        out = meter.stop(keep=keep)
         out.update(wall_s=wall, rc=self.bench.last_rc)
         try:
             out["tasks"] = json.loads(read(record + ".tasks.json"))
@@ -771,13 +796,16 @@ class Scale:
                     result[key] = {"error": str(exc).splitlines()[0][:300]}
                     print("scale: N=%d: %s failed: %s" % (n, key, result[key]["error"]), flush=True)
                 self.bench.force_clean(n)
-            got["c"] = self.measured(inv, "site.yml", "site-n%d-r%d-c" % (n, rep))
+            # c from cold connections (a first run); d and e reuse those c opened, as bringup.py's
+            # and a user's next run within ControlPersist do, their CPU charged to d and e.
+            got["c"] = self.measured(inv, "site.yml", "site-n%d-r%d-c" % (n, rep), keep=True)
             result["ray_node_mib"] = (mem_used(read("/proc/meminfo")) - used0) / MIB / n
             pids = self.bench.raylet_pids(n)
-            got["d"] = self.measured(inv, "site.yml", "site-n%d-r%d-d" % (n, rep))
+            warm = got["c"].pop("kept", ())
+            got["d"] = self.measured(inv, "site.yml", "site-n%d-r%d-d" % (n, rep), adopt=warm, keep=True)
             after = self.bench.raylet_pids(n)
             got["d"]["restarted"] = sum(1 for h in pids if pids[h] != after.get(h))
-            got["e"] = self.measured(inv, "teardown.yml", "site-n%d-r%d-e" % (n, rep))
+            got["e"] = self.measured(inv, "teardown.yml", "site-n%d-r%d-e" % (n, rep), adopt=got["d"].pop("kept", ()))
             left = self.bench.leftovers(n)
             got["e"]["left"] = sum(len(v["processes"]) + len(v["ports"]) + len(v["files"]) for v in left.values())
             for run in got.values():

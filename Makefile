@@ -193,8 +193,14 @@ gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS
 faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
 	$(BIN)/pytest -q tests/integration/faults
 
+# The checks without a sandbox run side by side (-j2: CI has 2 cores, and each is one process's
+# CPU work); their outputs stay whole (-O). Then the sandbox suites, one after the other.
+.PHONY: checks
+checks:  ## fast, compat and artifact side by side (what make test runs before the sandbox suites)
+	$(MAKE) -j2 -O fast compat artifact
+
 .PHONY: test
-test: fast compat artifact integration  ## everything CI runs
+test: checks integration  ## everything CI runs
 
 .PHONY: clean
 clean:  ## remove build outputs (not the venv or the wheelhouse)

@@ -31,6 +31,7 @@ import datetime
 import json
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -139,6 +140,12 @@ def joined_at(tasks_doc, launched):
         if task.get("name", "").endswith(JOINED_TASK) and task.get("at") is not None:
             return task["at"] - launched
     return None
+
+
+def every_node_in(log_text):
+    """True when site.yml's run summary says every node is in ("site: every node is in (N of N)");
+    a degraded run (a node left out) or one that never summarized is not."""
+    return re.search(r"site: every node is in \((\d+) of \1\)", log_text or "") is not None
 
 
 def bad_nodes(n, count):
@@ -320,6 +327,10 @@ def render_site(results):
     row("(a) host CPU until all joined, s", lambda r, n: f1(r.get("floor", {}).get("a_cpu")))
     row("(b) `ray up`, all joined (GCS), s", lambda r, n: f1(r.get("peer", {}).get("b")))
     row("(b) host CPU until all joined, s", lambda r, n: f1(r.get("peer", {}).get("b_cpu")))
+    row(
+        "(c) every node in (run summary)",
+        lambda r, n: {True: "yes", False: "**no**"}.get((r["runs"].get("c") or {}).get("complete"), "-"),
+    )
     row("(c) site.yml: all joined (GCS), s", run("c", "joined_s"))
     row("(c) site.yml wall (dashboard lists all), s", run("c", "wall_s"))
     row("(c) controller CPU, s", run("c", "cpu_s"))
@@ -762,7 +773,13 @@ class Scale:
         except (OSError, ValueError):
             out["tasks"] = None
         if playbook == "site.yml":
-            out["joined_s"] = joined_at(out["tasks"], launched)
+            # The final wait starts whatever became of the nodes: a run that left some out
+            # (degraded, rc 0) never had every node joined.
+            try:
+                out["complete"] = every_node_in(read(record + ".log"))
+            except OSError:
+                out["complete"] = False
+            out["joined_s"] = joined_at(out["tasks"], launched) if out["complete"] else None
         return out
 
     def up(self, n, *flags):

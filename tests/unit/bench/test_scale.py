@@ -324,3 +324,11 @@ def test_the_recording_callback_documents_itself_in_valid_yaml():
     doc = yaml.safe_load(raygate_bench.DOCUMENTATION)
     assert doc["name"] == "raygate_bench"
     assert any("C(at)" in line for line in doc["description"])
+
+
+def test_every_node_in_reads_the_run_summary():
+    assert scale.every_node_in("...\n    - 'site: every node is in (12 of 12)'\n")
+    # A degraded run ends with rc 0 too: its final wait starts, but not every node joined.
+    assert not scale.every_node_in("    - 'site: 1 of 20 nodes are in; 19 left out'\n")
+    assert not scale.every_node_in("    - 'site: every node is in (1 of 20)'\n")
+    assert not scale.every_node_in("")

@@ -94,9 +94,15 @@ def read_usage(dirs):
     return {"cpu_s": cpu_ns / 1e9, "peak_bytes": peak}
 
 
-# The machine's busy clock ticks from /proc/stat: bringup.py's, which marks the floor's and the
-# peer's "all joined" with it too.
-host_cpu_ticks = bringup.host_cpu_ticks
+def move_to(pid, dirs):
+    """Move process `pid` into the cgroups `dirs` (one per controller); False when it is gone."""
+    for path in dirs.values():
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                f.write(str(pid))
+        except OSError:  # it ended meanwhile (a ControlPersist master that expired)
+            return False
+    return True
 
 
 def mem_used(meminfo_text):
@@ -663,27 +669,21 @@ class Meter:
     def popen_kw(self):
         if not self.dirs:
             return {}
-        files = [os.path.join(d, "cgroup.procs") for d in self.dirs.values()]
+        dirs = self.dirs
 
         def join():
-            for path in files:
-                with open(path, "w", encoding="ascii") as f:
-                    f.write(str(os.getpid()))
+            if not move_to(os.getpid(), dirs):
+                raise OSError("could not join the cgroups %s" % ", ".join(dirs.values()))
 
         return {"preexec_fn": join}
 
     def start(self, adopt=()):
         """Begin measuring; `adopt`: pids (a previous stop(keep=True)) to move into these cgroups."""
         for pid in adopt if self.dirs else ():
-            for path in self.dirs.values():
-                try:
-                    with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
-                        f.write(str(pid))
-                except OSError:  # it ended meanwhile (ControlPersist expired)
-                    break
+            move_to(pid, self.dirs)
         self.t0 = time.monotonic()
         self.ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.host0 = host_cpu_ticks(read("/proc/stat"))
+        self.host0 = bringup.host_cpu_s()
 
     def procs(self):
         return [int(p) for p in read(os.path.join(self.dirs["cpuacct"], "cgroup.procs")).split()]
@@ -691,19 +691,13 @@ class Meter:
     def stop(self, keep=False):
         """The usage: host_cpu_s, cpu_s, peak_mib; with `keep`, also `kept`, the pids left running
         (moved to our own cgroups, for the next meter's start(adopt=...))."""
-        ticks = os.sysconf("SC_CLK_TCK")
-        out = {"host_cpu_s": (host_cpu_ticks(read("/proc/stat")) - self.host0) / float(ticks)}
+        out = {"host_cpu_s": bringup.host_cpu_s() - self.host0}
         if self.dirs and keep:
-            usage = read_usage(self.dirs)
-            out.update(cpu_s=usage["cpu_s"], peak_mib=usage["peak_bytes"] / MIB, kept=self.procs())
+            out["kept"] = self.procs()
             for pid in out["kept"]:
-                for path in self.parents.values():
-                    try:
-                        with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
-                            f.write(str(pid))
-                    except OSError:
-                        break
+                move_to(pid, self.parents)
         if self.dirs:
+            # Nothing is left to end after keep: the cgroups' usage stays when their processes leave.
             for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
                 for pid in self.procs():
                     try:

@@ -9,6 +9,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+import bringup  # noqa: E402
 import scale  # noqa: E402
 
 PROC_CGROUP = """\
@@ -65,9 +66,9 @@ def test_meter_falls_back_when_there_is_no_cgroup(tmp_path):
 
 def test_host_cpu_ticks_and_mem_used():
     stat = "cpu  100 5 50 1000 20 3 2 1 0 0\ncpu0 50 2 25 500 10 1 1 0 0 0\n"
-    assert scale.host_cpu_ticks(stat) == 100 + 5 + 50 + 3 + 2 + 1
+    assert bringup.host_cpu_ticks(stat) == 100 + 5 + 50 + 3 + 2 + 1
     with pytest.raises(ValueError):
-        scale.host_cpu_ticks("intr 1 2 3\n")
+        bringup.host_cpu_ticks("intr 1 2 3\n")
     meminfo = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n"
     assert scale.mem_used(meminfo) == 4000000 * 1024
 

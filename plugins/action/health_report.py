@@ -107,8 +107,9 @@ def make_report(args, now, check_mode=False, hostvars=None):
     unless ``check_mode`` or ``args['write']`` is false. Raises ValueError on bad input (the action
     turns it into a task failure).
     """
+    hostvars = {} if hostvars is None else hostvars
     report = hr.build_report(
-        report_nodes(args, {} if hostvars is None else hostvars),
+        report_nodes(args, hostvars),
         head=args.get("head"),
         min_healthy=args["min_healthy"],
         fail_on_warn=args["fail_on_warn"],
@@ -119,7 +120,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
         fleet_expect=args["fleet_expect"],
         breaker_threshold=args["breaker_threshold"],
         breaker_min_nodes=args["breaker_min_nodes"],
-        pairs=gate.pair_run(args["hosts"], hostvars or {}) if args.get("hosts") is not None else None,
+        pairs=gate.pair_run(args["hosts"], hostvars) if args.get("hosts") is not None else None,
     )
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
     rendered = hr.render_files(report)

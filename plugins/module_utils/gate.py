@@ -125,11 +125,13 @@ def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=(), pairs=Tr
     return nodes
 
 
-def _pair_test(test, names, phase_of):
+def _pair_test(test, names, planned):
+    """One pair test for the report: a round after the ``planned`` ones is a retest phase."""
     hosts = [str(a) for a in test.get("hosts") or []]
+    number = test.get("round")
     return {
-        "round": test.get("round"),
-        "phase": phase_of(test.get("round")),
+        "round": number,
+        "phase": "retest" if isinstance(number, int) and number > planned else "round",
         "hosts": [names.get(a, a) for a in hosts],
         "addresses": hosts,
         "verdict": test.get("verdict"),
@@ -162,11 +164,7 @@ def pair_run(hosts, hostvars):
         if address:
             names.setdefault(str(address), host)
     planned = len(result.get("rounds") or [])
-
-    def phase_of(number):
-        return "retest" if isinstance(number, int) and number > planned else "round"
-
-    ran = [_pair_test(t, names, phase_of) for t in list(tests) + list(result.get("retests") or [])]
+    ran = [_pair_test(t, names, planned) for t in list(tests) + list(result.get("retests") or [])]
     last = max([t["round"] for t in ran if isinstance(t["round"], int)] or [0])
     return {
         "planned_rounds": planned,

@@ -383,7 +383,7 @@ def build_report(
         "thresholds": {k: v for k, v in sorted(thresholds.items()) if v},
         "breaker": state,
         "fleet": fleet_view,
-        "pairs": _plain(pairs) if pairs is not None else None,
+        "pairs": _plain(pairs),
         "nodes": entries,
     }
 

@@ -388,6 +388,13 @@ def node_ip(i):
     return "198.18.0.%d" % (10 + i)
 
 
+def batches(items, size):
+    """``items`` in consecutive lists of at most ``size`` (all in one list when ``size`` is 0)."""
+    items = list(items)
+    size = size if size > 0 else max(len(items), 1)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -411,6 +418,9 @@ class Bench:
                 ("object-store-memory", "object_store_memory"),
             )
         ]
+        # site.yml starts at most this many workers at once (raygate_start_throttle): the floor and
+        # `ray up` start theirs the same way, or on 2 cores 19 workers at once all time out.
+        self.throttle = int(group_vars.get("raygate_start_throttle") or 0)
 
     # -- setup -----------------------------------------------------------------------------
     def hosts(self, n):
@@ -568,24 +578,25 @@ class Bench:
         t0, cpu0 = time.monotonic(), host_cpu_s()
         cmd = "%s %s start %s" % (self.env_prefix("head"), VENV_RAY, " ".join(self.start_args("head", head, head)))
         run(ssh_cmd(head, cmd))
-        workers = [
-            subprocess.Popen(
-                ssh_cmd(
-                    ip,
-                    "%s %s start %s"
-                    % (self.env_prefix("worker"), VENV_RAY, " ".join(self.start_args("worker", head, ip))),
-                ),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for ip in hosts[1:]
-        ]
         proc, thread = self.poller(n, head, t0, marks)
-        for w in workers:
-            err = w.communicate()[1]
-            if w.returncode != 0:
-                raise SystemExit("bench: worker ray start failed: %s" % err[-2000:])
+        for batch in batches(hosts[1:], self.throttle):
+            workers = [
+                subprocess.Popen(
+                    ssh_cmd(
+                        ip,
+                        "%s %s start %s"
+                        % (self.env_prefix("worker"), VENV_RAY, " ".join(self.start_args("worker", head, ip))),
+                    ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for ip in batch
+            ]
+            for w in workers:
+                err = w.communicate()[1]
+                if w.returncode != 0:
+                    raise SystemExit("bench: worker ray start failed: %s" % err[-2000:])
         self.wait_poller(proc, thread)
         t1 = time.monotonic()
         stops = [
@@ -608,7 +619,10 @@ class Bench:
         head = hosts[0]
         # Ray 2.60's autoscaler v2 counts the local provider's head as one of min_workers and then
         # loses it ("no longer found"), so one worker is never started: use the v1 autoscaler.
-        head_cmd = "RAY_enable_autoscaler_v2=0 %s %s start %s --autoscaling-config=~/ray_bootstrap_config.yaml" % (
+        # Its autoscaler launches (and starts) at most this many workers at once, like site.yml.
+        launches = "AUTOSCALER_MAX_CONCURRENT_LAUNCHES=%d " % self.throttle if self.throttle else ""
+        head_cmd = "%sRAY_enable_autoscaler_v2=0 %s %s start %s --autoscaling-config=~/ray_bootstrap_config.yaml" % (
+            launches,
             self.env_prefix("head"),
             VENV_RAY,
             " ".join(self.start_args("head", head, head)),

@@ -39,7 +39,6 @@ import socket
 import sys
 import tempfile
 import time
-from xml.sax.saxutils import escape, quoteattr
 
 DEFAULT_SCENARIO = "/etc/raygate-sim/scenario.json"
 DEFAULT_SCENARIOS_DIR = "/usr/local/lib/raygate-sim/scenarios"
@@ -410,10 +409,19 @@ def _x(tag, value=None, attrs=None):
     return (tag, value, attrs)
 
 
+def _esc(text):
+    # xml.sax.saxutils would do, but importing it (urllib, http, email) cost more than the render.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _attr(text):
+    return '"%s"' % _esc(text).replace('"', "&quot;")
+
+
 def _render_xml(node, depth, lines):
     tag, value, attrs = node
     pad = "    " * depth
-    attr = "".join(" %s=%s" % (k, quoteattr(v)) for k, v in (attrs or {}).items())
+    attr = "".join(" %s=%s" % (k, _attr(str(v))) for k, v in (attrs or {}).items())
     if value is None:
         lines.append("%s<%s%s />" % (pad, tag, attr))
     elif isinstance(value, list):
@@ -422,7 +430,7 @@ def _render_xml(node, depth, lines):
             _render_xml(child, depth + 1, lines)
         lines.append("%s</%s>" % (pad, tag))
     else:
-        lines.append("%s<%s%s>%s</%s>" % (pad, tag, attr, escape(str(value)), tag))
+        lines.append("%s<%s%s>%s</%s>" % (pad, tag, attr, _esc(str(value)), tag))
 
 
 def _active(flag):

@@ -121,3 +121,16 @@ def test_merge_doc_keeps_text_outside_the_markers():
     assert "analysis before" in merged and "after" in merged and "new numbers" in merged and "old" not in merged
     fresh = bringup.merge_doc("", block)
     assert fresh.startswith("# Benchmarks") and "new numbers" in fresh
+
+
+@pytest.mark.parametrize(
+    ("items", "size", "want"),
+    [
+        (range(5), 2, [[0, 1], [2, 3], [4]]),
+        (range(5), 5, [[0, 1, 2, 3, 4]]),
+        (range(5), 0, [[0, 1, 2, 3, 4]]),
+        ([], 3, []),
+    ],
+)
+def test_batches_start_the_floor_workers_as_site_yml_throttles_them(items, size, want):
+    assert bringup.batches(items, size) == want

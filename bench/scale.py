@@ -601,6 +601,20 @@ def merge_results(docs):
     return {"meta": meta, "results": merged}
 
 
+def yardstick(rounds=3, n=2_000_000):
+    """Seconds one core takes for a fixed pure-Python loop (the best of `rounds`): runs on machines
+    of different speed are compared by it, since every figure here is CPU-bound on 2 cores."""
+    best = None
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i
+        took = time.perf_counter() - t0
+        best = took if best is None else min(best, took)
+    return best
+
+
 def render_doc(results, meta, plots):
     m = meta
     parts = [MARK_BEGIN, "", "## Results", ""]
@@ -617,6 +631,11 @@ def render_doc(results, meta, plots):
             m.get("method", "a method not recorded (the run stopped early)"),
         )
     )
+    if m.get("start_throttle"):
+        parts.append(
+            "Workers start at most %d at a time in site.yml (`raygate_start_throttle`), in the floor and in "
+            "`ray up` (`AUTOSCALER_MAX_CONCURRENT_LAUNCHES`)." % m["start_throttle"]
+        )
     parts += ["", "### Targets (issue 19), from this run", "", render_targets(results), ""]
     parts += ["### site.yml on Ray nodes", "", render_site(results), ""]
     parts += ["### health.yml on light nodes", "", render_health(results), ""]
@@ -1000,8 +1019,9 @@ def main(argv=None):
         "controller_cores": args.controller_cores,
         "controller_mem_mib": args.controller_mem_gib * 1024,
         "target_s": args.target_minutes * 60,
-        "machine": bringup.machine_info(),
+        "machine": dict(bringup.machine_info(), **{"single-core yardstick": "%.2f s" % yardstick()}),
         "versions": bringup.versions_info(args),
+        "start_throttle": scale.bench.throttle,
     }
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     t0 = time.monotonic()

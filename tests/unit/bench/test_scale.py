@@ -203,6 +203,9 @@ def test_render_doc_has_markers_tables_and_the_arithmetic():
     assert "2 (2 + 0)" in doc and "node6" in doc
     assert "![projection to 1,000 nodes](scale-model.png)" in doc
     assert "| site.yml (c) | 20 | 1, 3, 6, 12 | controller CPU, s | 50.0 | 50.0 | +0% |" in doc
+    assert "at most" not in doc  # no throttle recorded: nothing said
+    throttled = scale.render_doc(results(), dict(meta, start_throttle=5), {})
+    assert "Workers start at most 5 at a time in site.yml (`raygate_start_throttle`)" in throttled
     # Through bringup's merge, the text outside the markers stays.
     merged = scale.bringup.merge_doc("# Scale\n\nhand\n\n" + doc + "\n\nafter\n", doc, scale.MARK_BEGIN, scale.MARK_END)
     assert merged.count(scale.MARK_BEGIN) == 1 and "hand" in merged and "after" in merged
@@ -333,3 +336,9 @@ def test_every_node_in_reads_the_run_summary():
     assert not scale.every_node_in("    - 'site: 1 of 20 nodes are in; 19 left out'\n")
     assert not scale.every_node_in("    - 'site: every node is in (1 of 20)'\n")
     assert not scale.every_node_in("")
+
+
+def test_yardstick_is_the_best_of_its_rounds(monkeypatch):
+    clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0])
+    monkeypatch.setattr(scale.time, "perf_counter", lambda: next(clock))
+    assert scale.yardstick(rounds=3, n=10) == 2.0

@@ -418,8 +418,8 @@ class Bench:
                 ("object-store-memory", "object_store_memory"),
             )
         ]
-        # site.yml starts at most this many workers at once (raygate_start_throttle): the floor and
-        # `ray up` start theirs the same way, or on 2 cores 19 workers at once all time out.
+        # site.yml starts at most this many workers at once (raygate_start_throttle): the floor starts
+        # its own the same way, or on 2 cores 19 workers at once all time out.
         self.throttle = int(group_vars.get("raygate_start_throttle") or 0)
 
     # -- setup -----------------------------------------------------------------------------
@@ -619,10 +619,9 @@ class Bench:
         head = hosts[0]
         # Ray 2.60's autoscaler v2 counts the local provider's head as one of min_workers and then
         # loses it ("no longer found"), so one worker is never started: use the v1 autoscaler.
-        # Its autoscaler launches (and starts) at most this many workers at once, like site.yml.
-        launches = "AUTOSCALER_MAX_CONCURRENT_LAUNCHES=%d " % self.throttle if self.throttle else ""
-        head_cmd = "%sRAY_enable_autoscaler_v2=0 %s %s start %s --autoscaling-config=~/ray_bootstrap_config.yaml" % (
-            launches,
+        # No throttle: the v1 autoscaler launches every min_workers node at once whatever its
+        # upscaling_speed or AUTOSCALER_MAX_CONCURRENT_LAUNCHES (resource_demand_scheduler.py).
+        head_cmd = "RAY_enable_autoscaler_v2=0 %s %s start %s --autoscaling-config=~/ray_bootstrap_config.yaml" % (
             self.env_prefix("head"),
             VENV_RAY,
             " ".join(self.start_args("head", head, head)),

@@ -633,8 +633,9 @@ def render_doc(results, meta, plots):
     )
     if m.get("start_throttle"):
         parts.append(
-            "Workers start at most %d at a time in site.yml (`raygate_start_throttle`), in the floor and in "
-            "`ray up` (`AUTOSCALER_MAX_CONCURRENT_LAUNCHES`)." % m["start_throttle"]
+            "Workers start at most %d at a time in site.yml (`raygate_start_throttle`) and in the floor; `ray up` "
+            "starts every worker at once (its v1 autoscaler launches all of min_workers together)."
+            % m["start_throttle"]
         )
     parts += ["", "### Targets (issue 19), from this run", "", render_targets(results), ""]
     parts += ["### site.yml on Ray nodes", "", render_site(results), ""]

@@ -205,7 +205,7 @@ def test_render_doc_has_markers_tables_and_the_arithmetic():
     assert "| site.yml (c) | 20 | 1, 3, 6, 12 | controller CPU, s | 50.0 | 50.0 | +0% |" in doc
     assert "at most" not in doc  # no throttle recorded: nothing said
     throttled = scale.render_doc(results(), dict(meta, start_throttle=5), {})
-    assert "Workers start at most 5 at a time in site.yml (`raygate_start_throttle`)" in throttled
+    assert "Workers start at most 5 at a time in site.yml (`raygate_start_throttle`) and in the floor" in throttled
     # Through bringup's merge, the text outside the markers stays.
     merged = scale.bringup.merge_doc("# Scale\n\nhand\n\n" + doc + "\n\nafter\n", doc, scale.MARK_BEGIN, scale.MARK_END)
     assert merged.count(scale.MARK_BEGIN) == 1 and "hand" in merged and "after" in merged

@@ -604,15 +604,14 @@ def merge_results(docs):
 def yardstick(rounds=3, n=2_000_000):
     """Seconds one core takes for a fixed pure-Python loop (the best of `rounds`): runs on machines
     of different speed are compared by it, since every figure here is CPU-bound on 2 cores."""
-    best = None
-    for _ in range(rounds):
+    times = []
+    while len(times) < rounds:
         t0 = time.perf_counter()
         total = 0
         for i in range(n):
             total += i
-        took = time.perf_counter() - t0
-        best = took if best is None else min(best, took)
-    return best
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def render_doc(results, meta, plots):

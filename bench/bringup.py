@@ -401,7 +401,7 @@ class Bench:
         self.work = os.path.join(ROOT, ".build", "bench")
         self.ray = args.ray
         sys.path.insert(0, os.path.join(ROOT, ".build", "collections"))
-        from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp  # noqa: PLC0415
+        from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp  # noqa: PLC0415
 
         self.pp = pp
         # The sandbox inventory's own values, so (a) and (b) start the very nodes site.yml does.

@@ -17,10 +17,11 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.raygate.cluster.plugins.module_utils import breaker, fleet, gate
-from ansible_collections.raygate.cluster.plugins.module_utils import health_report as hr
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
-from ansible_collections.raygate.cluster.plugins.module_utils.run_summary import failure_of
+from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
+from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
+from ansible_collections.raygate.cluster.plugins.plugin_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.run_summary import failure_of
 
 NODE_SPEC = {
     "host": {"type": "str", "required": True},

@@ -5,7 +5,7 @@
 """Wait for a Ray cluster from the controller, printing progress instead of retries.
 
 The module asks the state API once per call; this plugin validates the options on the
-controller (the module's own spec, module_utils/cluster.py), then repeats the call on the
+controller (the module's own spec, module_utils/node/cluster.py), then repeats the call on the
 controller's monotonic clock and prints a line whenever the number of nodes or GPUs
 changes (and every ``PROGRESS_EVERY`` seconds), so a slow join shows what it is waiting
 for and a timeout names the hosts that never joined.
@@ -16,7 +16,11 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.raygate.cluster.plugins.module_utils.cluster import ARGUMENT_SPEC, waiting_message, wants_wait
+from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import (
+    ARGUMENT_SPEC,
+    waiting_message,
+    wants_wait,
+)
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
 display = Display()

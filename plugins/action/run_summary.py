@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gate
-from ansible_collections.raygate.cluster.plugins.module_utils import run_summary as rs
+from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
+from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
 
 display = Display()
 ARGUMENT_SPEC = {

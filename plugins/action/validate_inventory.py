@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.raygate.cluster.plugins.module_utils.inventory import validate
+from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import validate
 
 # Variables read per host, without their raygate_ prefix.
 KEYS = (

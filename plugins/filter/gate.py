@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gate
+from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
 
 
 def gate_pairs(play_hosts, hostvars, partner="", require_gdr=True, require_transport="", fabric="auto"):
@@ -23,7 +23,7 @@ def gate_pairs(play_hosts, hostvars, partner="", require_gdr=True, require_trans
 
 
 def gate_decision(num_gpus, running_pid=None, check_all=False, recheck_running=False):
-    """Whether the health gate checks this node (module_utils.gate.gate_decision)."""
+    """Whether the health gate checks this node (plugin_utils/gate_decision.py)."""
     try:
         return gate.gate_decision(num_gpus, running_pid, check_all, recheck_running)
     except (TypeError, ValueError) as exc:

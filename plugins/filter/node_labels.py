@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_labels as nl
+from ansible_collections.raygate.cluster.plugins.module_utils.node import labels as nl
 
 
 def health_labels(report, host, checked=True, fingerprint_hash=None):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.raygate.cluster.plugins.module_utils.versions import format_table, mismatches
+from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import format_table, mismatches
 
 
 def version_mismatch_table(infos, level="patch", reference=None):

@@ -103,8 +103,8 @@ job_id: "4242"
 from ansible.errors import AnsibleError, AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Constructable
 
-from ansible_collections.raygate.cluster.plugins.module_utils import slurm
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import slurm
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable):

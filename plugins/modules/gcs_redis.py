@@ -102,7 +102,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import resp
+from ansible_collections.raygate.cluster.plugins.module_utils.node import resp
 
 
 def run(module, connect=None):

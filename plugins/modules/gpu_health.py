@@ -548,13 +548,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
-from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks as gc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_parsers as gp
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric as fab
 
 CAPTURE_FILES = {
     "nvsmi": "nvidia-smi.xml",

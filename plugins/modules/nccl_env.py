@@ -26,7 +26,7 @@ description:
     O(raygate.cluster.ray_node#module:env_files)), so the raylet and every Ray worker process
     inherit it. Optionally also writes NCCL's own O(nccl_conf_path).
   - The list of known variable names, with the versions it was taken from, lives in one data
-    file, C(plugins/module_utils/nccl_known.py).
+    file, C(plugins/module_utils/net/nccl_known.py).
 requirements:
   - Linux sysfs of the RDMA devices and network interfaces (C(sys/class/infiniband), C(sys/class/net) under
     O(sysfs_root))
@@ -176,7 +176,7 @@ errors:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import env_step
+from ansible_collections.raygate.cluster.plugins.module_utils.net import env_step
 
 
 def main():

@@ -378,14 +378,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_pairs
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_parsers as npp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result as check_result
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import verdict as verdict_of
 from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import nccl_pairs
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import nccl_parsers as npp
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric as fab
 
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 TAIL_LINES = 40

@@ -170,7 +170,9 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import env_step, firewall_step, install_step, node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.net import env_step, firewall_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepFailed, run_step
 
 STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}

@@ -148,8 +148,8 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.raygate.cluster.plugins.module_utils.cluster import ARGUMENT_SPEC, summarize
 from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text
+from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import ARGUMENT_SPEC, summarize
 
 
 def request_headers(module):

@@ -280,7 +280,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import firewall_step
+from ansible_collections.raygate.cluster.plugins.module_utils.net import firewall_step
 
 
 def main():

@@ -187,7 +187,7 @@ removed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import install_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 
 
 def main():

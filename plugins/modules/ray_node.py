@@ -438,7 +438,7 @@ leftovers:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 
 
 def main():

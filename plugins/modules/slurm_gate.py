@@ -175,8 +175,8 @@ import shlex
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import slurm
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import slurm
 
 ARGUMENT_SPEC = {
     "mode": {"type": "str", "choices": ["report", "drain"], "default": "report"},

@@ -1,5 +1,5 @@
 """The fabric simulators inside sandbox nodes: default IB scenario, switching a node to EFA,
-and fabric detection (plugins/module_utils/fabric.py) run inside the nodes against them.
+and fabric detection (plugins/module_utils/net/fabric.py) run inside the nodes against them.
 
 Needs root, `ip` and `unshare`; skipped otherwise. Replaces any sandbox that is up and
 leaves none behind.
@@ -11,7 +11,7 @@ import os
 import pytest
 from sandbox_run import HERE, STATE, needs_sandbox, sandbox
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 SIM_ROOT = "/opt/raygate-sim"
@@ -35,7 +35,7 @@ for name, text in %r.items():
     with open(os.path.join(pkg, name), "w") as fh:
         fh.write(text)
 sys.path.insert(0, base)
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 result = fabric.gather(CommandRunner(timeout=60), root=%r)
 result.pop("devices")

@@ -1,6 +1,6 @@
 """The GPU simulators (sim/gpu_sim.py) on this host, no sandbox: every tool runs as a subprocess
 against scenario files in a tmp dir, and its output goes through OUR parsers
-(plugins/module_utils/gpu_parsers.py, nccl_parsers.py). A healthy node must parse clean; each
+(plugins/module_utils/gate/gpu_parsers.py, nccl_parsers.py). A healthy node must parse clean; each
 fault must show exactly in the field it is about and nowhere else. Where ../shared/samples is
 present, the simulated output is also compared with real output for structure.
 """
@@ -18,14 +18,14 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.raygate.cluster.plugins.module_utils import (
-    fabric,
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import (
     fabric_counters,
     fingerprint,
     gpu_checks,
     gpu_parsers,
     nccl_parsers,
 )
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 from ansible_collections.raygate.cluster.plugins.modules import gpu_health, nccl_test
 
 HERE = os.path.dirname(os.path.abspath(__file__))

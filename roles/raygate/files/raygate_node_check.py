@@ -74,7 +74,7 @@ def slurm_step(args, result):
     scontrol = shutil.which(args.scontrol, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/bin:/usr/sbin"]))
     if not scontrol:
         raise RuntimeError("%s not found" % args.scontrol)
-    from ansible_collections.raygate.cluster.plugins.module_utils import slurm  # pylint: disable=import-outside-toplevel
+    from ansible_collections.raygate.cluster.plugins.module_utils.gate import slurm  # pylint: disable=import-outside-toplevel
 
     proc = subprocess.run([scontrol, "-o", "show", "node", args.node], capture_output=True, text=True, check=False)
     if proc.returncode != 0:

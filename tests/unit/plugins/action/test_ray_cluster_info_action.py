@@ -5,7 +5,7 @@ from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import ray_cluster_info as action
-from ansible_collections.raygate.cluster.plugins.module_utils import cluster
+from ansible_collections.raygate.cluster.plugins.module_utils.node import cluster
 from ansible_collections.raygate.cluster.plugins.modules import ray_cluster_info as module
 
 URL = "http://198.18.0.11:8265"

@@ -7,7 +7,7 @@ from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.raygate.cluster.plugins.action import run_summary as action
-from ansible_collections.raygate.cluster.plugins.module_utils import run_summary as rs
+from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
 
 HOSTS = ["node1", "node2", "node3"]
 

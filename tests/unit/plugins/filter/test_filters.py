@@ -4,7 +4,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.raygate.cluster.plugins.filter.node_labels import health_labels
 from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
 from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_table
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
 
 def test_port_plan_and_plan_ports():

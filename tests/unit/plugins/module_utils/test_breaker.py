@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import breaker
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result
+from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker
 
 
 def entry(host, healthy=True, status="checked", failing=(), warning=()):

@@ -1,4 +1,4 @@
-from ansible_collections.raygate.cluster.plugins.module_utils.cluster import node_rows, summarize, waiting_message
+from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import node_rows, summarize, waiting_message
 
 
 def api(*rows):

@@ -3,9 +3,9 @@
 import pytest
 from real_samples import needs_samples, sample
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_parsers as gp
 
 
 def nvsmi_sample(name):

@@ -1,4 +1,4 @@
-"""Unit tests for the firewall rule model and its backend forms (plugins/module_utils/firewall.py)."""
+"""Unit tests for the firewall rule model and its backend forms (plugins/module_utils/net/firewall.py)."""
 
 import ipaddress
 import os
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.raygate.cluster.plugins.module_utils import firewall as fw
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.net import firewall as fw
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
 PLAN = pp.build_plan({}, 0)
 KNOWN = [e["name"] for e in pp.firewall_ports(PLAN, "head")]

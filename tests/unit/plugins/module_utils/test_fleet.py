@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fingerprint as fp
-from ansible_collections.raygate.cluster.plugins.module_utils import fleet
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
+from ansible_collections.raygate.cluster.plugins.plugin_utils import fleet
 
 BASE = fp.build(
     None,

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import STATUSES
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks as gc
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 
 BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_parsers as gp
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SAMPLES = os.path.join(REPO, "..", "shared", "samples")

@@ -1,7 +1,7 @@
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import inventory
-from ansible_collections.raygate.cluster.plugins.module_utils.inventory import validate
+from ansible_collections.raygate.cluster.plugins.plugin_utils import inventory
+from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import validate
 
 
 def host(ip, **over):

@@ -11,9 +11,9 @@ import pytest
 from real_samples import needs_samples
 from real_samples import sample as _sample
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks as gc
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_parsers as gp
-from ansible_collections.raygate.cluster.plugins.module_utils import xid_catalog as xc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks as gc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_parsers as gp
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import xid_catalog as xc
 
 
 def gpus(*buses):

@@ -1,4 +1,4 @@
-"""Unit tests for the NCCL/libfabric environment (module_utils/nccl_env.py, nccl_known.py)."""
+"""Unit tests for the NCCL/libfabric environment (module_utils/net/nccl_env.py, nccl_known.py)."""
 
 import re
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_env as ne
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_known as nk
+from ansible_collections.raygate.cluster.plugins.module_utils.net import nccl_env as ne
+from ansible_collections.raygate.cluster.plugins.module_utils.net import nccl_known as nk
 
 IFACES = ["lo", "eth0", "docker0"]
 IB = {

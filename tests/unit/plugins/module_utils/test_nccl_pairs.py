@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_pairs as pairs
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import nccl_pairs as pairs
 
 
 def names(n):

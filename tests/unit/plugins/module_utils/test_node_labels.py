@@ -7,7 +7,7 @@ against Ray 2.60 by hand; Ray is not installed where these tests run).
 import pytest
 import yaml
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_labels as nl
+from ansible_collections.raygate.cluster.plugins.module_utils.node import labels as nl
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Unit tests for the port plan (plugins/module_utils/port_plan.py)."""
+"""Unit tests for the port plan (plugins/module_utils/net/port_plan.py)."""
 
 import os
 import socket
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
 LINUX_EPHEMERAL = (32768, 60999)
 SINGLE_KEYS = [k for k in pp.DEFAULT_PORTS if k not in ("min_worker", "max_worker")]

@@ -1,6 +1,6 @@
 import os
 
-from ansible_collections.raygate.cluster.plugins.module_utils import ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 
 
 def make_proc(root, pid, comm, argv, ppid=1):

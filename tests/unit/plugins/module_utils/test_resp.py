@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import resp
+from ansible_collections.raygate.cluster.plugins.module_utils.node import resp
 
 PASSWORD = "s3cret-pw"
 

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import run_summary as rs
+from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
 
 CLUSTER = ("site", "scale")  # upgrade: a cluster too, but a failed head is "failed" (it rolls back)
 CLEANUP = ("teardown", "remove_node")

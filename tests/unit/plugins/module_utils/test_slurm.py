@@ -3,7 +3,7 @@ sandbox's real Slurm 22.05 (tests/sandbox/slurm.sh)."""
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils import slurm
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import slurm
 
 # scontrol show node -o, three nodes: draining with a job (ours), draining while allocated, admin-drained.
 SHOW_NODE = (

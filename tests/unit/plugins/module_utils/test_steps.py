@@ -7,7 +7,9 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.raygate.cluster.plugins.module_utils import install_step, node_step, steps
+from ansible_collections.raygate.cluster.plugins.module_utils import steps
+from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepFailed, StepModule, run_step
 
 SPEC = dict(

@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils.versions import (
+from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import (
     RAY_VERSION_RE,
     format_table,
     mismatches,

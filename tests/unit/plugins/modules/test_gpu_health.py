@@ -25,7 +25,7 @@ import sys
 import pytest
 from harness import expand, load_cases, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import gpu_checks
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks
 from ansible_collections.raygate.cluster.plugins.modules import gpu_health
 
 HERE = os.path.dirname(__file__)

@@ -6,7 +6,8 @@ import pytest
 import yaml
 from harness import load_cases, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files, firewall_step
+from ansible_collections.raygate.cluster.plugins.module_utils import files
+from ansible_collections.raygate.cluster.plugins.module_utils.net import firewall_step
 from ansible_collections.raygate.cluster.plugins.modules import ray_firewall
 
 PATH = os.path.join(os.path.dirname(__file__), "ray_firewall.yml")

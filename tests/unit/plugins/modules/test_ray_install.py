@@ -8,7 +8,7 @@ import pytest
 import yaml
 from harness import load_cases, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import install_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 from ansible_collections.raygate.cluster.plugins.modules import ray_install
 
 PATH = os.path.join(os.path.dirname(__file__), "ray_install.yml")

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from harness import run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_step, ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 from ansible_collections.raygate.cluster.plugins.modules import ray_node
 
 HELP = """Usage: ray start [OPTIONS]
@@ -173,7 +174,7 @@ def test_worker_args_point_at_the_head_and_skip_head_flags(tmp_path):
         )
 
     node = node_step.Node(Stub())
-    from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+    from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
     args, dropped = node.start_args(pp.build_plan({}), None)
     assert args[2] == "--address=198.18.0.11:6379"

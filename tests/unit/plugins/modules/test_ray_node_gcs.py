@@ -10,7 +10,9 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from harness import run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files, node_step, ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils import files
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 from ansible_collections.raygate.cluster.plugins.modules import node_steps, ray_node
 
 HELP = "Usage: ray start [OPTIONS]\n  --node-ip-address TEXT\n  --port INTEGER\n  --head\n  --disable-usage-stats\n"

@@ -21,7 +21,7 @@ about a common cause (one bad node of two is 50 %). Pure functions (stdlib only)
 from __future__ import annotations
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason
-from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import FIELDS, text
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS, text
 
 DEFAULT_THRESHOLD = 50
 DEFAULT_MIN_NODES = 3

@@ -17,7 +17,7 @@ import re
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.raygate.cluster.plugins.module_utils import xid_catalog as xc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import xid_catalog as xc
 
 # The Xids the catalogue (xid_catalog: NVIDIA's Xid catalog, with the reasons where it is stricter)
 # fails, and those it only warns on. gpu_health's xid_fatal / xid_warn add to these, they do not

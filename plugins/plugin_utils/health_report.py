@@ -18,7 +18,6 @@ import math
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.raygate.cluster.plugins.module_utils import breaker, fleet
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import (
     DEFAULT_SEVERITY,
     SEVERITIES,
@@ -26,9 +25,10 @@ from ansible_collections.raygate.cluster.plugins.module_utils.checks import (
     reason,
     verdict,
 )
-from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import FIELDS as FINGERPRINT_FIELDS
-from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import text as fingerprint_text
-from ansible_collections.raygate.cluster.plugins.module_utils.remedies import (
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS as FINGERPRINT_FIELDS
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import text as fingerprint_text
+from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
+from ansible_collections.raygate.cluster.plugins.plugin_utils.remedies import (
     default_action,
     severity_rank,
     worst_severity,

@@ -15,7 +15,7 @@ import shutil
 import socket
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
-from ansible_collections.raygate.cluster.plugins.module_utils.versions import RAY_VERSION_RE
+from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import RAY_VERSION_RE
 
 MARKER = "raygate-install.json"
 PY_VERSION = "import sys; print('%d.%d.%d' % sys.version_info[:3])"

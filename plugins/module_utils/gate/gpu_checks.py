@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
-from ansible_collections.raygate.cluster.plugins.module_utils.fabric import SYSFS_TO_TOOL_STATE, device_kind
-from ansible_collections.raygate.cluster.plugins.module_utils.gpu_parsers import (
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.gpu_parsers import (
     judge_nvrm,
     judge_sxid,
     judge_xid,
     worse,
 )
+from ansible_collections.raygate.cluster.plugins.module_utils.net.fabric import SYSFS_TO_TOOL_STATE, device_kind
 
 CHECK_NAMES = (
     "gpu_count",

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from ansible_collections.raygate.cluster.plugins.module_utils import fabric as fab
-from ansible_collections.raygate.cluster.plugins.module_utils import nccl_env as ne
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import (
     read_text,
@@ -16,6 +14,8 @@ from ansible_collections.raygate.cluster.plugins.module_utils.files import (
     render_env,
     write_file,
 )
+from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric as fab
+from ansible_collections.raygate.cluster.plugins.module_utils.net import nccl_env as ne
 
 MARKER = "Managed by raygate.cluster.nccl_env"
 

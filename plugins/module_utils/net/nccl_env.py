@@ -10,7 +10,7 @@ libfabric ignore a variable they do not know and a value they cannot parse, an i
 filter that matches nothing leaves NCCL without a bootstrap interface, and a disabled or
 missing RDMA path makes NCCL fall back to TCP sockets at a fraction of the bandwidth.
 
-``detected`` is the result of the fabric detection (module_utils/fabric.py)::
+``detected`` is the result of the fabric detection (module_utils/net/fabric.py)::
 
     {"fabric": "efa"|"ib"|"roce"|"none", "active_ports": ["mlx5_0:1", ...], "down_ports": [...],
      "netdevs": [...], "gid_index": 3|None, "libfabric_efa": True|False|None, "warnings": [...]}
@@ -24,7 +24,7 @@ import difflib
 import ipaddress
 import re
 
-from ansible_collections.raygate.cluster.plugins.module_utils.nccl_known import (
+from ansible_collections.raygate.cluster.plugins.module_utils.net.nccl_known import (
     CHECKED_PREFIXES,
     GDR_LEVELS,
     P2P_LEVELS,

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 
 from ansible_collections.raygate.cluster.plugins.module_utils import files
-from ansible_collections.raygate.cluster.plugins.module_utils import firewall as fw
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import (
     remove_empty_parent,
     remove_path,
     write_file,
 )
+from ansible_collections.raygate.cluster.plugins.module_utils.net import firewall as fw
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
 TOOLS = {"nftables": "nft", "firewalld": "firewall-cmd", "ufw": "ufw"}
 BACKEND_VAR = "raygate_firewall_backend"

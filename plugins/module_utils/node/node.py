@@ -15,11 +15,12 @@ import time
 
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files, ray_procs
-from ansible_collections.raygate.cluster.plugins.module_utils import node_labels as nl
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils import files
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.node import labels as nl
+from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
 STATE_FILE = "ray-node.json"

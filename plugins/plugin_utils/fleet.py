@@ -16,7 +16,7 @@ node could not read (null) is shown, never judged. Pure functions (stdlib only).
 from __future__ import annotations
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
-from ansible_collections.raygate.cluster.plugins.module_utils.fingerprint import FIELDS, text
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS, text
 
 MODES = ("warn", "fail", "off")
 CHECK = "fleet_drift"

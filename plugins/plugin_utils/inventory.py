@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.raygate.cluster.plugins.module_utils import port_plan as pp
-from ansible_collections.raygate.cluster.plugins.module_utils.versions import MATCH_LEVELS, RAY_VERSION_RE
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import MATCH_LEVELS, RAY_VERSION_RE
 
 AUTH_MIN_VERSION = (2, 52)
 

@@ -343,6 +343,7 @@ ARGUMENT_SPEC = dict(
     role=dict(type="str", choices=["head", "worker"], default="worker"),
     ports=dict(type="dict", default={}),
     port_offset=dict(type="int", default=0),
+    plan=dict(type="dict"),
     min_worker_ports=dict(type="int", default=64),
     sources=dict(type="list", elements="str", default=[]),
     admin_sources=dict(type="list", elements="str", default=[]),

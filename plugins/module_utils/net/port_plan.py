@@ -348,20 +348,34 @@ def parse_port_range(text) -> tuple:
     return lo, hi
 
 
-def node_plan(overrides, offset=0, min_worker_ports=64, range_path="/proc/sys/net/ipv4/ip_local_port_range"):
-    """The plan as every module on a node builds it: (plan, problems), checked against this
-    node's ephemeral range. Raises PortPlanError when the overrides themselves are unusable."""
-    plan = build_plan(overrides, offset=offset)
+def node_plan(overrides, offset=0, min_worker_ports=64, range_path="/proc/sys/net/ipv4/ip_local_port_range", plan=None):
+    """The plan on a node: (plan, problems), checked against this node's ephemeral range.
+
+    ``plan`` is the plan the controller computed and validated once for the run (validate_inventory);
+    it is taken as data, its shape and values checked again but not derived from ``overrides`` a second
+    time. Without it, the plan is built here from ``overrides`` and ``offset``, for a module called on
+    its own. Raises PortPlanError when the overrides themselves are unusable."""
+    if plan is None:
+        plan = build_plan(overrides, offset=offset)
+    else:
+        offset = 0
     text = _read_text(range_path)
     ephemeral = parse_port_range(text) if text else None
     return plan, validate_plan(plan, ephemeral_range=ephemeral, min_worker_ports=min_worker_ports, offset=offset)
 
 
 def node_plan_or_fail(params, fail):
-    """``node_plan`` from a module's ``ports``/``port_offset``/``min_worker_ports``; ``fail(msg, **kw)``
-    on unusable overrides or problems on this node, so every module refuses a plan in the same words."""
+    """``node_plan`` from a module's ``plan``, or its ``ports``/``port_offset``, and ``min_worker_ports``;
+    ``fail(msg, **kw)`` on unusable input or problems on this node, so every module refuses a plan in
+    the same words."""
+    given = params.get("plan")
+    if given is not None and (params["ports"] or params["port_offset"]):
+        return fail(
+            "plan and ports/port_offset were both given: pass the computed plan alone (the role does), "
+            "or only the overrides and the offset for the module to build it"
+        )
     try:
-        plan, errors = node_plan(params["ports"], params["port_offset"], params["min_worker_ports"])
+        plan, errors = node_plan(params["ports"], params["port_offset"], params["min_worker_ports"], plan=given)
     except PortPlanError as exc:
         return fail("invalid port plan: %s" % exc)
     if errors:

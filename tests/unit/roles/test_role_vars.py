@@ -13,6 +13,8 @@ import pytest
 import yaml
 from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
 
+from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
+
 with open(os.path.join(ROLE, "tasks", "node.yml")) as _fh:
     NODE_CALL_ARGS = yaml.safe_load(_fh)[0]["raygate.cluster.ray_node"]
 
@@ -85,8 +87,8 @@ def member_task():
     }
 
 
-@pytest.fixture(scope="module")
-def templated(tmp_path_factory):
+def probe(tmp_path_factory, cluster):
+    """Template the role's variables on every host, with ``cluster`` as validate_inventory's answer."""
     if not os.path.exists(PLAYBOOK_BIN):
         pytest.skip("ansible-playbook is not installed next to this Python")
     tmp = tmp_path_factory.mktemp("role_vars")
@@ -98,7 +100,7 @@ def templated(tmp_path_factory):
         os.symlink(os.path.abspath(os.path.join(ROLE, part)), role / part)
     own = [
         {
-            "ansible.builtin.set_fact": {"raygate_validated": {"cluster": {"nodes": NODES}}},
+            "ansible.builtin.set_fact": {"raygate_validated": {"cluster": cluster}},
             "delegate_to": "localhost",
             "delegate_facts": True,
             "run_once": True,
@@ -163,6 +165,20 @@ def templated(tmp_path_factory):
     return own, json.loads((tmp / "members.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def templated(tmp_path_factory):
+    return probe(tmp_path_factory, {"nodes": NODES})
+
+
+# The plan validate_inventory computed for the run: every port moved, so none can come from a default.
+VALIDATED_PLAN = pp.build_plan({"dashboard": 9000}, offset=20)
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory):
+    return probe(tmp_path_factory, {"nodes": NODES, "plan": VALIDATED_PLAN})
+
+
 def test_dashboard_url_is_the_heads_address_with_this_hosts_plan(templated):
     own = templated[0]
     assert own["h1"]["url"] == own["w1"]["url"] == "http://10.0.0.1:9000"
@@ -176,9 +192,9 @@ def test_own_firewall_options(templated):
     assert (head["role"], head["backend"], head["boot"], head["table"]) == ("head", "nftables", True, "raygate")
     assert "zone" not in head and sorted(head["sources"]) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     assert (w1["role"], w1["backend"], w1["boot"], w1["table"], w1["zone"]) == ("worker", "auto", False, "t1", "z1")
-    # ansible-core < 2.19 templates the number as text; the module's spec makes it an int either way.
-    assert (int(w2["port_offset"]), w2["sources"], w2["boot"]) == (100, ["10.9.0.0/16"], False)
-    assert w2["ports"] == {"dashboard": 9000}
+    assert (w2["sources"], w2["boot"]) == (["10.9.0.0/16"], False)
+    # Not validated here: w2's firewall gets the plan of its own overrides and offset, as data.
+    assert w2["plan"] == pp.build_plan({"dashboard": 9000}, offset=100)
 
 
 def test_a_member_outside_the_run_gets_its_own_options(templated):
@@ -225,3 +241,17 @@ def test_the_node_call_reads_no_redis_secret_without_redis(templated):
         assert "redis_password" not in own[host]["call"], own[host]["call"]
         assert own[host]["node"]["gcs_ft"] == "none" and "storage_namespace" not in own[host]["node"]
     assert own["h1"]["call"]["auth_token"] == "probe-token"  # what a start needs
+
+
+def test_the_validated_plan_is_the_one_every_module_is_given(validated):
+    # Computed once on the controller: ray_node and ray_firewall get it as data, for every host and
+    # for a member outside the run alike; no host's own overrides (w2's offset) build another one.
+    own, members = validated
+    for host in ("h1", "w1", "w2", "w3"):
+        assert own[host]["plan"] == VALIDATED_PLAN, host
+        assert own[host]["node"]["plan"] == VALIDATED_PLAN, host
+        assert own[host]["fw"]["plan"] == VALIDATED_PLAN, host
+        assert "ports" not in own[host]["node"] and "port_offset" not in own[host]["fw"], host
+    for host in ("h1", "w1", "w2"):
+        assert members[host]["fw"]["plan"] == VALIDATED_PLAN, host
+    assert own["w2"]["url"] == "http://10.0.0.1:9020"

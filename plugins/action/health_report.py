@@ -20,7 +20,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
 from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
-from ansible_collections.raygate.cluster.plugins.plugin_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
 from ansible_collections.raygate.cluster.plugins.plugin_utils.run_summary import failure_of
 
 NODE_SPEC = {

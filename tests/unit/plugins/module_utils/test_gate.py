@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
-from ansible_collections.raygate.cluster.plugins.plugin_utils import health_report as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
 
 SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 GPU = [result("gpu_count", "pass", "8 GPUs", 8, 8), result("xid", "pass", "no Xid", [], [])]

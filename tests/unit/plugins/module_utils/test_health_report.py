@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
-from ansible_collections.raygate.cluster.plugins.plugin_utils import health_report as hr
 from ansible_collections.raygate.cluster.plugins.plugin_utils import remedies
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
 
 NOW = 1767323045  # 2026-01-02T03:04:05Z
 HOSTILE = 'evil|host\n<b>&"x"\\y*z_[a](b)`c`\x00\x1b'

@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.gpu_checks import CHECK_NAMES
 from ansible_collections.raygate.cluster.plugins.plugin_utils import remedies
-from ansible_collections.raygate.cluster.plugins.plugin_utils.health_report import LEFT_CHECKS
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report.decision import LEFT_CHECKS
 
 NCCL = ["nccl_busbw", "nccl_wrong", "nccl_completed", "nccl_transport", "nccl_fabric_errors"]
 PAIRS = [name.replace("nccl_", "nccl_pair_") for name in NCCL[:4]] + ["nccl_pair_isolation"]

@@ -20,14 +20,15 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
 from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
-from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision, prometheus, summary
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import files as report_files
 from ansible_collections.raygate.cluster.plugins.plugin_utils.run_summary import failure_of
 
 NODE_SPEC = {
     "host": {"type": "str", "required": True},
-    "role": {"type": "str", "required": True, "choices": list(hr.ROLES)},
+    "role": {"type": "str", "required": True, "choices": list(decision.ROLES)},
     "address": {"type": "str"},
-    "status": {"type": "str", "default": "checked", "choices": list(hr.NODE_STATUSES)},
+    "status": {"type": "str", "default": "checked", "choices": list(decision.NODE_STATUSES)},
     "skip_reason": {"type": "str"},
     "error": {"type": "str"},
     "checks": {"type": "list", "elements": "dict", "default": []},
@@ -109,7 +110,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
     turns it into a task failure).
     """
     hostvars = {} if hostvars is None else hostvars
-    report = hr.build_report(
+    report = decision.build_report(
         report_nodes(args, hostvars),
         head=args.get("head"),
         min_healthy=args["min_healthy"],
@@ -124,7 +125,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
         pairs=gate.pair_run(args["hosts"], hostvars) if args.get("hosts") is not None else None,
     )
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
-    rendered = hr.render_files(report)
+    rendered = report_files.render_files(report)
     files = {key: os.path.join(report_dir, name) for key, (name, content) in rendered.items()}
     written = bool(args["write"]) and not check_mode
     if written:
@@ -139,8 +140,8 @@ def make_report(args, now, check_mode=False, hostvars=None):
         written=written,
         report_dir=report_dir,
         files=files,
-        summary=hr.render_summary(report),
-        textfiles=hr.render_textfiles(report),
+        summary=summary.render_summary(report),
+        textfiles=prometheus.render_textfiles(report),
         checked_at=report["checked_at_epoch"],
         valid_until=report["valid_until_epoch"],
     )

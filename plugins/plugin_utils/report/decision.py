@@ -3,20 +3,18 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""The health gate's decision and its reports, built from check results alone.
+"""The health gate's decision, built from check results alone.
 
 ``build_report()`` turns the per-node check lists into one report dict (the content of
-report.json); every ``render_*`` function is a pure function of that dict, so the play
-summary, Markdown, JUnit, the healthy host list and the Prometheus textfiles always agree.
+report.json). The renderings of that dict sit beside this file, one file each (markdown.py,
+junit.py, prometheus.py, summary.py, json_file.py, healthy_hosts.py; files.py gathers the report
+directory's files): each is a pure function of the dict, so they always agree.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
-import math
 import re
-import xml.etree.ElementTree as ET
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import (
     DEFAULT_SEVERITY,
@@ -26,35 +24,15 @@ from ansible_collections.raygate.cluster.plugins.module_utils.checks import (
     verdict,
 )
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS as FINGERPRINT_FIELDS
-from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import text as fingerprint_text
 from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
-from ansible_collections.raygate.cluster.plugins.plugin_utils.remedies import (
-    default_action,
-    severity_rank,
-    worst_severity,
-)
+from ansible_collections.raygate.cluster.plugins.plugin_utils.remedies import default_action, worst_severity
 
 SOURCES = ("gpu_health", "nccl_test", "nccl_pairs")
 ROLES = ("head", "worker")
 NODE_STATUSES = ("checked", "skipped", "unreachable", "failed")
 # A node that left the run before or during the gate: one failing check says why.
 LEFT_CHECKS = {"unreachable": "reachable", "failed": "run"}
-# Prometheus encoding of a check status (documented in the metric's HELP).
-STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "skip": -1}
-FILES = (
-    ("json", "report.json"),
-    ("markdown", "report.md"),
-    ("junit", "junit.xml"),
-    ("healthy_hosts", "healthy_hosts.txt"),
-)
-CLASS_PREFIX = "raygate.health."
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# Characters XML 1.0 cannot carry at all, even escaped.
-_XML_BAD = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|&#])")
-_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-_NEWLINES = re.compile(r"\r\n|\r|\n")
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 # ---- time and identifiers ---------------------------------------------------------------
@@ -284,6 +262,60 @@ def _fleet_view(nodes, fleet_expect, mode):
     return view, dict(prints)
 
 
+def _check_settings(min_healthy, valid_for, fleet_drift, breaker_threshold, breaker_min_nodes, pairs):
+    """Raise ValueError on a bad setting of ``build_report()`` (``normalize_nodes()`` checks the nodes)."""
+    if pairs is not None and not isinstance(pairs, dict):
+        raise ValueError("pairs must be a mapping or None, not %r" % (pairs,))
+    if isinstance(min_healthy, bool) or not isinstance(min_healthy, int) or min_healthy < 1:
+        raise ValueError("min_healthy must be an integer >= 1, not %r" % (min_healthy,))
+    if isinstance(valid_for, bool) or not isinstance(valid_for, int) or valid_for < 1:
+        raise ValueError("valid_for must be a number of seconds >= 1, not %r" % (valid_for,))
+    if fleet_drift not in fleet.MODES:
+        raise ValueError("fleet_drift must be one of %s, not %r" % (", ".join(fleet.MODES), fleet_drift))
+    breaker.check_settings(breaker_threshold, breaker_min_nodes)
+
+
+def _judged(nodes, fail_on_warn, fleet_drift, fleet_expect):
+    """(entries, fleet view, {host: fingerprint}): the normalized nodes, drift checks added, each
+    with its ``judge_node()`` verdict."""
+    normalized = normalize_nodes(nodes)
+    fleet_view, fingerprints = _fleet_view(normalized, fleet_expect, fleet_drift)
+    _add_drift_checks(normalized, fleet_view, fleet_drift)
+    entries = []
+    for node in normalized:
+        entry = dict(node)
+        entry.update(judge_node(node, fail_on_warn))
+        entries.append(entry)
+    return entries, fleet_view, fingerprints
+
+
+def _left_out(entries, head, head_entry, min_healthy, state):
+    """(healthy hosts, {unhealthy host: reasons}, message) once the breaker's ``state`` is known."""
+    if state["tripped"]:
+        # Suspect a common cause: leave nobody out, and stop.
+        healthy, unhealthy = [e["host"] for e in entries], {}
+        message = breaker.message(state)
+        if not (head_entry and head_entry["healthy"]):
+            # The run stops for the breaker; say too that the head itself failed.
+            reasons = "; ".join(head_entry["reasons"]) if head_entry else "not in the report"
+            message += "; head %s is unhealthy (%s)" % (head, reasons or "no reason given")
+        return healthy, unhealthy, message
+    healthy = [e["host"] for e in entries if e["healthy"]]
+    unhealthy = {e["host"]: e["reasons"] for e in entries if not e["healthy"]}
+    return healthy, unhealthy, _message(head, head_entry, healthy, len(entries), min_healthy, list(unhealthy))
+
+
+def _thresholds(entries):
+    """{check: [its distinct thresholds, in the order met]} for the checks that have any, by name."""
+    thresholds = {}
+    for entry in entries:
+        for check in entry["checks"]:
+            seen = thresholds.setdefault(check["name"], [])
+            if check["threshold"] is not None and check["threshold"] not in seen:
+                seen.append(check["threshold"])
+    return {k: v for k, v in sorted(thresholds.items()) if v}
+
+
 def build_report(
     nodes,
     head=None,
@@ -315,52 +347,18 @@ def build_report(
     reasons, warn_reasons, fingerprint and its checks), pairs (``pairs`` as given: what the pair
     nccl-tests did, ``gate.pair_run()``; None when none ran).
     """
-    if pairs is not None and not isinstance(pairs, dict):
-        raise ValueError("pairs must be a mapping or None, not %r" % (pairs,))
-    if isinstance(min_healthy, bool) or not isinstance(min_healthy, int) or min_healthy < 1:
-        raise ValueError("min_healthy must be an integer >= 1, not %r" % (min_healthy,))
-    if isinstance(valid_for, bool) or not isinstance(valid_for, int) or valid_for < 1:
-        raise ValueError("valid_for must be a number of seconds >= 1, not %r" % (valid_for,))
-    if fleet_drift not in fleet.MODES:
-        raise ValueError("fleet_drift must be one of %s, not %r" % (", ".join(fleet.MODES), fleet_drift))
-    breaker.check_settings(breaker_threshold, breaker_min_nodes)
+    _check_settings(min_healthy, valid_for, fleet_drift, breaker_threshold, breaker_min_nodes, pairs)
     checked_at = int(checked_at)
     run_id = check_run_id(run_id if run_id else default_run_id(checked_at))
-    normalized = normalize_nodes(nodes)
-    fleet_view, fingerprints = _fleet_view(normalized, fleet_expect, fleet_drift)
-    _add_drift_checks(normalized, fleet_view, fleet_drift)
-    entries = []
-    for node in normalized:
-        entry = dict(node)
-        entry.update(judge_node(node, fail_on_warn))
-        entries.append(entry)
+    entries, fleet_view, fingerprints = _judged(nodes, fail_on_warn, fleet_drift, fleet_expect)
     head = _head_of(entries, head)
     # A head missing from the nodes left the play before the gate: unhealthy, not a bad argument.
     head_entry = ([e for e in entries if e["host"] == head] or [None])[0]
     head_healthy = bool(head_entry and head_entry["healthy"])
-    judged_healthy = [e["host"] for e in entries if e["healthy"]]
     state = breaker.judge(entries, breaker_threshold, breaker_min_nodes, fingerprints)
-    if state["tripped"]:
-        # Suspect a common cause: leave nobody out, and stop.
-        healthy, unhealthy = [e["host"] for e in entries], {}
-        message = breaker.message(state)
-        if not head_healthy:
-            # The run stops for the breaker; say too that the head itself failed.
-            reasons = "; ".join(head_entry["reasons"]) if head_entry else "not in the report"
-            message += "; head %s is unhealthy (%s)" % (head, reasons or "no reason given")
-    else:
-        healthy = judged_healthy
-        unhealthy = {e["host"]: e["reasons"] for e in entries if not e["healthy"]}
-        message = _message(head, head_entry, healthy, len(entries), min_healthy, list(unhealthy))
-    warned = {e["host"]: e["warn_reasons"] for e in entries if e["warn_reasons"]}
-    thresholds = {}
-    for entry in entries:
-        for check in entry["checks"]:
-            seen = thresholds.setdefault(check["name"], [])
-            if check["threshold"] is not None and check["threshold"] not in seen:
-                seen.append(check["threshold"])
+    healthy, unhealthy, message = _left_out(entries, head, head_entry, min_healthy, state)
     valid_until = checked_at + valid_for
-    enough = len(judged_healthy) >= min_healthy
+    enough = len([e for e in entries if e["healthy"]]) >= min_healthy
     return {
         "run_id": run_id,
         "checked_at": iso_utc(checked_at),
@@ -378,386 +376,11 @@ def build_report(
         "message": message,
         "healthy": healthy,
         "unhealthy": unhealthy,
-        "warned": warned,
+        "warned": {e["host"]: e["warn_reasons"] for e in entries if e["warn_reasons"]},
         "severities": {e["host"]: e["severity"] for e in entries if e["severity"]},
-        "thresholds": {k: v for k, v in sorted(thresholds.items()) if v},
+        "thresholds": _thresholds(entries),
         "breaker": state,
         "fleet": fleet_view,
         "pairs": _plain(pairs),
         "nodes": entries,
     }
-
-
-# ---- renderings -------------------------------------------------------------------------
-
-
-def _text(value):
-    """A cell's text for a check value or threshold."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
-def _node_reasons(entry):
-    if entry["verdict"] == "skipped":
-        return ["skipped: %s" % (entry["skip_reason"] or "not re-checked")]
-    return entry["reasons"] or entry["warn_reasons"]
-
-
-def _visible(text):
-    """``text`` with control characters (a terminal escape, NUL) shown as ``\\xNN`` instead."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group(0)), str(text))
-
-
-def _one_line(text):
-    return _NEWLINES.sub(" ", _visible(text))
-
-
-def render_json(report):
-    return json.dumps(report, indent=2, sort_keys=False) + "\n"
-
-
-def md_escape(text):
-    """``text`` as one Markdown table cell: table and inline syntax escaped, newlines as <br>."""
-    text = _MD_SPECIAL.sub(r"\\\1", _visible(text))
-    text = _MD_UNDERSCORE.sub(r"\\_", text)
-    return _NEWLINES.sub("<br>", text)
-
-
-def _md_row(cells):
-    return "| " + " | ".join(md_escape(c) for c in cells) + " |"
-
-
-MD_HOSTS = 20
-
-
-def _md_hosts(hosts):
-    """Up to MD_HOSTS host names, then how many more (report.json has them all)."""
-    shown = ", ".join(hosts[:MD_HOSTS])
-    return shown + (" and %d more" % (len(hosts) - MD_HOSTS) if len(hosts) > MD_HOSTS else "")
-
-
-def _value_note(info, value):
-    if value["value"] is None:
-        return "not read"
-    if info["expected"] is not None:
-        return "pinned" if fleet.pinned_match(value["value"].split(", "), info["expected"]) else "differs from the pin"
-    if info["majority"] is not None:
-        return "majority" if value["value"] == info["majority"] else "differs from the majority"
-    return "no majority" if info["split"] else ""
-
-
-def _md_breaker(report):
-    state = report["breaker"]
-    if not state["tripped"]:
-        return ["- circuit breaker: %s" % md_escape(state["detail"])]
-    lines = ["- circuit breaker: **TRIPPED**: %s; nobody was left out" % md_escape(state["detail"])]
-    return lines + ["  - likely: %s" % md_escape(cause) for cause in state["causes"]]
-
-
-def _md_fleet(report):
-    view = report["fleet"]
-    if not view["nodes"]:
-        return []
-    lines = [
-        "",
-        "## Fleet versions",
-        "",
-        "%d nodes reported their versions; fleet drift: %s." % (view["nodes"], view["mode"]),
-        "",
-        "| field | value | nodes | hosts | note |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for field, info in view["fields"].items():
-        for value in info["values"]:
-            cells = [field, "(not read)" if value["value"] is None else value["value"], str(value["count"])]
-            lines.append(_md_row(cells + [_md_hosts(value["hosts"]), _value_note(info, value)]))
-    return lines
-
-
-def _md_pairs_summary(report):
-    pairs = report.get("pairs")
-    if not pairs:
-        return []
-    return [
-        "- pair nccl-tests: %d test(s) in %d round(s): %d planned, %d retest phase(s)"
-        % (len(pairs["tests"]), pairs["rounds"], pairs["planned_rounds"], pairs["retest_phases"])
-    ]
-
-
-def _md_pairs(report):
-    """The pair nccl-tests in the order they ran: round, phase, hosts, verdict, bus bandwidth, transport."""
-    pairs = report.get("pairs")
-    if not pairs or not pairs["tests"]:
-        return []
-    lines = ["", "## Pair nccl-tests", "", "| round | phase | hosts | verdict | busbw, GB/s | transport |"]
-    lines.append("| --- | --- | --- | --- | --- | --- |")
-    for test in pairs["tests"]:
-        cells = [_text(test["round"]), test["phase"], " + ".join(test["hosts"]), _text(test["verdict"])]
-        lines.append(_md_row(cells + [_text(test["busbw"]), _text(test["transport"])]))
-    return lines
-
-
-def render_markdown(report):
-    """report.md: the decision, a summary table (host, role, verdict, severity, healthy, reasons), the
-    fleet's versions, then one table per node (check, status, severity, value, threshold, detail, action)."""
-    lines = [
-        "# raygate health report %s" % md_escape(report["run_id"]),
-        "",
-        "- result: **%s**" % ("passed" if report["ok"] else "FAILED"),
-        "- %s" % md_escape(report["message"]),
-        "- checked at %s, valid until %s" % (report["checked_at"], report["valid_until"]),
-        "- head: %s; min_healthy: %d; fail_on_warn: %s"
-        % (md_escape(report["head"]), report["min_healthy"], str(report["fail_on_warn"]).lower()),
-    ]
-    lines += _md_breaker(report)
-    lines += _md_pairs_summary(report)
-    lines += [
-        "",
-        "## Nodes",
-        "",
-        "| host | role | verdict | severity | healthy | reasons |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for entry in report["nodes"]:
-        cells = [entry["host"], entry["role"], entry["verdict"], entry["severity"] or ""]
-        cells.append("yes" if entry["healthy"] else "no")
-        lines.append(_md_row(cells + ["; ".join(_node_reasons(entry))]))
-    lines += _md_fleet(report)
-    lines += _md_pairs(report)
-    for entry in report["nodes"]:
-        lines += ["", "## %s (%s, %s)" % (md_escape(entry["host"]), entry["role"], entry["verdict"]), ""]
-        if entry["address"]:
-            lines += ["address: %s" % md_escape(entry["address"]), ""]
-        if entry["status"] == "skipped":
-            lines += ["Not re-checked: %s" % md_escape(entry["skip_reason"] or "no reason given"), ""]
-        if not entry["checks"]:
-            continue
-        lines += [
-            "| check | status | severity | value | threshold | detail | action |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for check in entry["checks"]:
-            cells = [check["name"], check["status"], check.get("severity", "")]
-            cells += [_text(check["value"]), _text(check["threshold"]), check["detail"], check.get("action", "")]
-            lines.append(_md_row(cells))
-    return "\n".join(lines) + "\n"
-
-
-def _xml(text):
-    return _XML_BAD.sub(lambda m: "\\x%02x" % ord(m.group(0)) if ord(m.group(0)) < 256 else "?", str(text))
-
-
-def _junit_case(suite, host, check):
-    case = ET.SubElement(suite, "testcase", classname=_xml(CLASS_PREFIX + host), name=_xml(check["name"]))
-    body = "%s: %s\nvalue: %s\nthreshold: %s\nsource: %s" % (
-        check["status"],
-        check["detail"],
-        _text(check["value"]),
-        _text(check["threshold"]),
-        check["source"],
-    )
-    if check.get("severity"):
-        body += "\nseverity: %s\naction: %s" % (check["severity"], check.get("action", ""))
-        props = ET.SubElement(case, "properties")
-        for key in ("severity", "action"):
-            ET.SubElement(props, "property", name=key, value=_xml(check.get(key, "")))
-    if check["status"] == "fail":
-        ET.SubElement(case, "failure", message=_xml(check["detail"]), type="fail").text = _xml(body)
-    elif check["status"] == "skip":
-        ET.SubElement(case, "skipped", message=_xml(check["detail"]))
-    else:
-        ET.SubElement(case, "system-out").text = _xml(body)
-
-
-def render_junit(report):
-    """junit.xml: one <testsuite> per node, one <testcase> per check; a skipped node is one skipped case."""
-    stamp = report["checked_at"].rstrip("Z")
-    root = ET.Element("testsuites", name="raygate.health")
-    totals = {"tests": 0, "failures": 0, "skipped": 0}
-    for entry in report["nodes"]:
-        host = entry["host"]
-        suite = ET.SubElement(root, "testsuite", name=_xml(host), hostname=_xml(host), timestamp=stamp)
-        props = ET.SubElement(suite, "properties")
-        for key in ("role", "verdict", "severity", "address", "skip_reason"):
-            if entry[key] is not None:
-                ET.SubElement(props, "property", name=key, value=_xml(entry[key]))
-        if entry["status"] == "skipped":
-            case = ET.SubElement(suite, "testcase", classname=_xml(CLASS_PREFIX + host), name="node")
-            ET.SubElement(case, "skipped", message=_xml(entry["skip_reason"] or "not re-checked"))
-            counts = {"tests": 1, "failures": 0, "skipped": 1}
-        else:
-            for check in entry["checks"]:
-                _junit_case(suite, host, check)
-            statuses = [c["status"] for c in entry["checks"]]
-            counts = {"tests": len(statuses), "failures": statuses.count("fail"), "skipped": statuses.count("skip")}
-        for key, count in counts.items():
-            suite.set(key, str(count))
-            totals[key] += count
-        suite.set("errors", "0")
-    for key, count in totals.items():
-        root.set(key, str(count))
-    root.set("errors", "0")
-    if hasattr(ET, "indent"):  # Python 3.9+ (this renders on the controller)
-        ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def render_healthy_hosts(report):
-    return "".join(host + "\n" for host in report["healthy"])
-
-
-def _fleet_lines(report):
-    """One line per fingerprint field the fleet disagrees on: each value with its nodes."""
-    lines = []
-    for field, info in report["fleet"]["fields"].items():
-        known = [v for v in info["values"] if v["value"] is not None]
-        if len(known) < 2:
-            continue
-        parts = []
-        for value in known:
-            if value["count"] > 3:
-                parts.append("%s on %d nodes" % (value["value"], value["count"]))
-            else:
-                parts.append("%s on %s" % (value["value"], ", ".join(value["hosts"])))
-        lines.append(_one_line("fleet %s: %s" % (field, "; ".join(parts))))
-    return lines
-
-
-def render_summary(report):
-    """Fixed-width table lines for the play output, the fleet's disagreements, then the message."""
-    rows = [("HOST", "ROLE", "VERDICT", "SEVERITY", "HEALTHY", "REASONS")]
-    for entry in report["nodes"]:
-        cells = (entry["host"], entry["role"], entry["verdict"], entry["severity"] or "-")
-        cells += ("yes" if entry["healthy"] else "no",)
-        rows.append(tuple(_one_line(c) for c in cells) + (_one_line("; ".join(_node_reasons(entry))),))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = []
-    for row in rows:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
-    lines = [line.rstrip() for line in lines]
-    return lines + _fleet_lines(report) + [_one_line(report["message"])]
-
-
-def prom_label(value):
-    """A Prometheus label value, escaped for the text exposition format."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _prom_number(value):
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
-
-
-def _is_number(value):
-    return isinstance(value, (int, float))
-
-
-METRICS = (
-    (
-        "raygate_health_breaker_tripped",
-        "1 when the raygate health gate's circuit breaker tripped on this run (nobody was left out), else 0.",
-    ),
-    (
-        "raygate_health_check_severity",
-        "Severity of a failing or warning raygate health check: 3 do-not-allocate, 2 degraded, 1 info;"
-        " the action label is the recommended remedy.",
-    ),
-    (
-        "raygate_health_check_status",
-        "Result of one raygate health check: 0 pass, 1 warn, 2 fail, -1 skip (not measured).",
-    ),
-    (
-        "raygate_health_check_value",
-        "Numeric value one raygate health check measured (unit as in the check's detail); absent when not numeric.",
-    ),
-    ("raygate_health_checked_at_seconds", "Unix time of the raygate health gate run that checked this node."),
-    (
-        "raygate_health_fingerprint_info",
-        "Versions this node reported to the raygate health gate (one label per field it could read); always 1.",
-    ),
-    ("raygate_health_node_healthy", "1 when this node passed the raygate health gate, else 0."),
-    (
-        "raygate_health_node_severity",
-        "Worst severity of this node's failing or warning raygate health checks: 3 do-not-allocate, 2 degraded,"
-        " 1 info, 0 none.",
-    ),
-    ("raygate_health_valid_until_seconds", "Unix time after which this node's raygate health result is stale."),
-)
-
-
-def _sample(name, labels, value):
-    inner = ",".join('%s="%s"' % (k, prom_label(v)) for k, v in sorted(labels.items()))
-    return "%s{%s} %s" % (name, inner, _prom_number(value))
-
-
-def render_textfile(report, host):
-    """Prometheus textfile (node_exporter textfile collector) for one checked node."""
-    entry = [e for e in report["nodes"] if e["host"] == host][0]
-    samples = {name: [] for name, help_text in METRICS}
-    samples["raygate_health_node_healthy"].append(
-        _sample("raygate_health_node_healthy", {"host": host, "role": entry["role"]}, int(entry["healthy"]))
-    )
-    samples["raygate_health_checked_at_seconds"].append(
-        _sample("raygate_health_checked_at_seconds", {"host": host}, report["checked_at_epoch"])
-    )
-    samples["raygate_health_valid_until_seconds"].append(
-        _sample("raygate_health_valid_until_seconds", {"host": host}, report["valid_until_epoch"])
-    )
-    samples["raygate_health_breaker_tripped"].append(
-        _sample("raygate_health_breaker_tripped", {"host": host}, int(report["breaker_tripped"]))
-    )
-    samples["raygate_health_node_severity"].append(
-        _sample("raygate_health_node_severity", {"host": host}, severity_rank(entry["severity"]))
-    )
-    if entry.get("fingerprint"):
-        labels = {"host": host}
-        for field in FINGERPRINT_FIELDS:
-            if fingerprint_text(entry["fingerprint"][field]) is not None:
-                labels[field] = fingerprint_text(entry["fingerprint"][field])
-        samples["raygate_health_fingerprint_info"].append(_sample("raygate_health_fingerprint_info", labels, 1))
-    for check in entry["checks"]:
-        labels = {"host": host, "check": check["name"], "source": check["source"]}
-        samples["raygate_health_check_status"].append(
-            _sample("raygate_health_check_status", labels, STATUS_CODES[check["status"]])
-        )
-        if check.get("severity"):
-            severity = dict(labels, severity=check["severity"], action=check.get("action", ""))
-            rank = severity_rank(check["severity"])
-            samples["raygate_health_check_severity"].append(_sample("raygate_health_check_severity", severity, rank))
-        if _is_number(check["value"]):
-            samples["raygate_health_check_value"].append(_sample("raygate_health_check_value", labels, check["value"]))
-    lines = []
-    for name, help_text in METRICS:
-        if not samples[name]:
-            continue
-        lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s gauge" % name]
-        lines += sorted(samples[name])
-    return "\n".join(lines) + "\n"
-
-
-def render_textfiles(report):
-    """``{host: textfile}`` for every checked node; skipped nodes keep the textfile of their last check."""
-    return {e["host"]: render_textfile(report, e["host"]) for e in report["nodes"] if e["status"] == "checked"}
-
-
-def render_files(report):
-    """``{key: (file name, content)}`` for the files written into the report directory."""
-    content = {
-        "json": render_json(report),
-        "markdown": render_markdown(report),
-        "junit": render_junit(report),
-        "healthy_hosts": render_healthy_hosts(report),
-    }
-    return {key: (name, content[key]) for key, name in FILES}

@@ -4,7 +4,7 @@ import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
-from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision
 
 SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 GPU = [result("gpu_count", "pass", "8 GPUs", 8, 8), result("xid", "pass", "no Xid", [], [])]
@@ -219,7 +219,7 @@ def test_gate_decision(gpus, pid, check_all, recheck, status):
 
 
 def test_the_skip_check_is_a_valid_report_check():
-    [node] = hr.normalize_nodes([{"host": "a", "role": "head", "checks": [LONE]}])
+    [node] = decision.normalize_nodes([{"host": "a", "role": "head", "checks": [LONE]}])
     assert node["checks"][0]["status"] == "skip" and node["checks"][0]["source"] == "nccl_pairs"
 
 
@@ -339,7 +339,7 @@ def test_a_host_not_in_the_inventory_is_an_error():
 
 def test_the_nodes_make_a_report():
     nodes = gate.gate_nodes(["node2", "node3", "node4"], cluster(), "node1", "10.0.0.1")
-    report = hr.build_report(nodes, head="node1", min_healthy=3)
+    report = decision.build_report(nodes, head="node1", min_healthy=3)
     assert report["healthy"] == ["node2", "node3", "node4", "node1"]
     assert [n["verdict"] for n in report["nodes"]] == ["pass", "skipped", "pass", "skipped"]
     assert report["ok"] is True

@@ -8,7 +8,16 @@ import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
 from ansible_collections.raygate.cluster.plugins.plugin_utils import remedies
-from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision as hr
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import (
+    decision,
+    healthy_hosts,
+    json_file,
+    junit,
+    markdown,
+    prometheus,
+    summary,
+)
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import files as report_files
 
 NOW = 1767323045  # 2026-01-02T03:04:05Z
 HOSTILE = 'evil|host\n<b>&"x"\\y*z_[a](b)`c`\x00\x1b'
@@ -35,7 +44,7 @@ def node(host, role="worker", checks=None, status="checked", **extra):
 
 def report(nodes, **kwargs):
     kwargs.setdefault("checked_at", NOW)
-    return hr.build_report(nodes, **kwargs)
+    return decision.build_report(nodes, **kwargs)
 
 
 XID = check("xid", "fail", "Xid 79 on GPU 3 (fallen off the bus)", [79], [])
@@ -94,7 +103,7 @@ def test_unreachable_and_failed_nodes_are_unhealthy_with_their_error():
     }
     assert [n["status"] for n in r["nodes"]] == ["checked", "unreachable", "failed", "checked"]
     assert r["message"].endswith("; left out: n2, n3")
-    assert "n2" not in hr.render_healthy_hosts(r) and "n2" in hr.render_markdown(r)
+    assert "n2" not in healthy_hosts.render_healthy_hosts(r) and "n2" in markdown.render_markdown(r)
 
 
 def test_unreachable_node_ignores_check_results_and_needs_no_error():
@@ -219,7 +228,7 @@ def test_times_run_id_and_thresholds():
 
 def test_report_json_round_trips():
     r = report([node("n1", "head", good() + [XID, THERMAL]), node(HOSTILE)])
-    assert json.loads(hr.render_json(r)) == r
+    assert json.loads(json_file.render_json(r)) == r
 
 
 # ---- Markdown ---------------------------------------------------------------------------
@@ -227,7 +236,7 @@ def test_report_json_round_trips():
 
 def md_action(name, status="fail"):
     """A default action as report.md writes it in a cell."""
-    return hr.md_escape(remedies.default_action(name, status))
+    return markdown.md_escape(remedies.default_action(name, status))
 
 
 def _cells(line):
@@ -238,7 +247,7 @@ def _cells(line):
 
 def test_markdown_summary_table_then_one_table_per_node():
     r = report([node("n1", "head"), node("n2", checks=good() + [XID])])
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     lines = md.splitlines()
     start = lines.index("| host | role | verdict | severity | healthy | reasons |")
     assert _cells(lines[start + 2]) == ["n1", "head", "pass", "", "yes", ""]
@@ -267,7 +276,7 @@ def test_markdown_summary_table_then_one_table_per_node():
 
 def test_markdown_escapes_hostile_strings_to_one_cell():
     r = report([node("n1", "head", [check("bad|name", "fail", HOSTILE, HOSTILE, "a|b")]), node(HOSTILE)])
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     # Each table row has as many cells as its header: escaping never splits or merges one.
     table = None
     for line in md.splitlines():
@@ -284,7 +293,7 @@ def test_markdown_escapes_hostile_strings_to_one_cell():
 
 def test_skipped_node_markdown_names_the_reason():
     r = report([node("n1", "head"), node("n2", status="skipped", skip_reason="running member", checks=[])])
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     assert "| n2 | worker | skipped |  | yes | skipped: running member |" in md
     assert "Not re-checked: running member" in md
 
@@ -298,7 +307,7 @@ def test_junit_parses_and_counts_match():
         node("n2", checks=good() + [XID, check("nvlink", "fail", "GPU 2 link 0 inactive", 17, 18)]),
         node("n3", status="skipped", skip_reason="not re-checked", checks=[]),
     ]
-    root = ET.fromstring(hr.render_junit(report(nodes)))
+    root = ET.fromstring(junit.render_junit(report(nodes)))
     assert root.tag == "testsuites"
     assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == ("10", "2", "3", "0")
     suites = root.findall("testsuite")
@@ -323,7 +332,7 @@ def test_junit_parses_and_counts_match():
 
 def test_junit_escapes_hostile_strings():
     r = report([node("n1", "head", [check(HOSTILE, "fail", HOSTILE, HOSTILE)]), node(HOSTILE, status="skipped")])
-    text = hr.render_junit(r)
+    text = junit.render_junit(r)
     root = ET.fromstring(text)  # control characters removed or it would not parse
     case = root.find("testsuite/testcase")
     assert case.get("name") == 'evil|host\n<b>&"x"\\y*z_[a](b)`c`\\x00\\x1b'
@@ -336,7 +345,7 @@ def test_junit_escapes_hostile_strings():
 
 def test_summary_is_a_fixed_width_table_then_the_message():
     r = report([node("n1", "head"), node("node-long-name", checks=[XID])])
-    lines = hr.render_summary(r)
+    lines = summary.render_summary(r)
     assert lines[-1] == r["message"]
     header, first, second = lines[:3]
     assert header.split() == ["HOST", "ROLE", "VERDICT", "SEVERITY", "HEALTHY", "REASONS"]
@@ -349,18 +358,18 @@ def test_summary_is_a_fixed_width_table_then_the_message():
 
 
 def test_summary_keeps_one_line_per_node_for_hostile_hosts():
-    lines = hr.render_summary(report([node("n1", "head"), node(HOSTILE)]))
+    lines = summary.render_summary(report([node("n1", "head"), node(HOSTILE)]))
     assert len(lines) == 4 and all("\n" not in line for line in lines)
     assert lines[2].startswith('evil|host <b>&"x"\\y*z_[a](b)`c`\\x00\\x1b  worker')
 
 
 def test_healthy_hosts_one_per_line_in_order():
     r = report([node("b", "head"), node("a", checks=[XID]), node("c")])
-    assert hr.render_healthy_hosts(r) == "b\nc\n"
+    assert healthy_hosts.render_healthy_hosts(r) == "b\nc\n"
 
 
 def test_render_files_names():
-    files = hr.render_files(report([node("a", "head")]))
+    files = report_files.render_files(report([node("a", "head")]))
     assert {k: v[0] for k, v in files.items()} == {
         "json": "report.json",
         "markdown": "report.md",
@@ -404,7 +413,7 @@ def parse_prom(text):
 def test_textfile_parses_and_encodes_statuses():
     checks = good() + [XID, THERMAL, check("persistence_mode", "pass", "on", True, True)]
     r = report([node("n1", "head", checks)], valid_for=60)
-    text = hr.render_textfiles(r)["n1"]
+    text = prometheus.render_textfiles(r)["n1"]
     samples, families = parse_prom(text)
     assert (
         families
@@ -438,18 +447,18 @@ def test_textfile_parses_and_encodes_statuses():
 
 def test_textfile_escapes_hostile_label_values():
     r = report([node("n1", "head"), node(HOSTILE, checks=[check('x"\\\ny', "pass", "", 1.5, 1)])])
-    samples, families = parse_prom(hr.render_textfiles(r)[HOSTILE])
+    samples, families = parse_prom(prometheus.render_textfiles(r)[HOSTILE])
     healthy = [k for k in samples if k[0] == "raygate_health_node_healthy"]
-    assert healthy == [("raygate_health_node_healthy", (("host", hr.prom_label(HOSTILE)), ("role", "worker")))]
+    assert healthy == [("raygate_health_node_healthy", (("host", prometheus.prom_label(HOSTILE)), ("role", "worker")))]
     assert ("check", 'x\\"\\\\\\ny') in [k[1][0] for k in samples if k[0] == "raygate_health_check_value"]
-    assert hr.prom_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert prometheus.prom_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 def test_textfiles_only_for_checked_nodes_and_special_floats():
     values = {"a": float("nan"), "b": float("inf"), "c": "12.4"}
     checks = [check(name, "pass", "", value) for name, value in values.items()]
     r = report([node("n1", "head", checks), node("n2", status="skipped")])
-    files = hr.render_textfiles(r)
+    files = prometheus.render_textfiles(r)
     assert list(files) == ["n1"]
     assert 'raygate_health_check_value{check="a",host="n1",source="gpu_health"} NaN' in files["n1"]
     assert 'raygate_health_check_value{check="b",host="n1",source="gpu_health"} +Inf' in files["n1"]
@@ -497,7 +506,7 @@ def test_a_severity_on_a_passing_check_is_dropped():
 
 
 def test_junit_cases_carry_severity_and_action_in_text_and_properties():
-    root = ET.fromstring(hr.render_junit(report([node("n1", "head", good() + [XID, OWN | {"name": "sxid"}])])))
+    root = ET.fromstring(junit.render_junit(report([node("n1", "head", good() + [XID, OWN | {"name": "sxid"}])])))
     failure = root.find("testsuite/testcase[@name='xid']/failure")
     assert "severity: do-not-allocate" in failure.text and "action: look the Xid up" in failure.text
     props = {p.get("name"): p.get("value") for p in root.find("testsuite/testcase[@name='xid']/properties")}
@@ -511,10 +520,10 @@ def test_junit_cases_carry_severity_and_action_in_text_and_properties():
 
 def test_textfile_has_check_and_node_severity_with_the_action():
     r = report([node("n1", "head", good() + [XID, THERMAL])])
-    text = hr.render_textfiles(r)["n1"]
+    text = prometheus.render_textfiles(r)["n1"]
     samples, _families = parse_prom(text)
     base = (("check", "xid"), ("host", "n1"))
-    key = ("raygate_health_check_severity", base + (("action", hr.prom_label(remedies.default_action("xid"))),))
+    key = ("raygate_health_check_severity", base + (("action", prometheus.prom_label(remedies.default_action("xid"))),))
     severity = {k: v for k, v in samples.items() if k[0] == "raygate_health_check_severity"}
     assert len(severity) == 2
     by_check = {dict(k[1])["check"]: (dict(k[1])["severity"], v) for k, v in severity.items()}
@@ -525,7 +534,7 @@ def test_textfile_has_check_and_node_severity_with_the_action():
 
 
 def test_summary_shows_each_nodes_worst_severity():
-    lines = hr.render_summary(report([node("n1", "head", good() + [THERMAL]), node("n2", checks=[XID])]))
+    lines = summary.render_summary(report([node("n1", "head", good() + [THERMAL]), node("n2", checks=[XID])]))
     column = lines[0].index("SEVERITY")
     assert lines[1][column:].startswith("degraded ") and lines[2][column:].startswith("do-not-allocate ")
 
@@ -619,7 +628,7 @@ def test_pinned_versions_come_through_build_report():
 
 def test_markdown_fleet_table_lists_each_value_with_its_nodes():
     r = report(fleet_nodes({}, {"driver": "535.161.08"}, {}))
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     lines = md.splitlines()
     start = lines.index("| field | value | nodes | hosts | note |")
     rows = [_cells(line) for line in lines[start + 2 :] if line.startswith("| ")]
@@ -633,23 +642,23 @@ def test_markdown_fleet_table_lists_each_value_with_its_nodes():
 def test_markdown_fleet_table_marks_pins_splits_and_cuts_long_host_lists():
     many = [{}] * 24
     r = report(fleet_nodes(*many), fleet_expect={"vbios": "96.00.99"})
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     assert "| vbios | 96.00.74.00.0D | 25 |" in md and "differs from the pin |" in md
     assert "n19, n20 and 5 more |" in md
-    split = hr.render_markdown(report(fleet_nodes({"driver": "535.161.08"})))
+    split = markdown.render_markdown(report(fleet_nodes({"driver": "535.161.08"})))
     assert "| driver | 535.161.08 | 1 | n2 | no majority |" in split
 
 
 def test_summary_lists_the_fields_the_fleet_disagrees_on():
     r = report(fleet_nodes({}, {}, {}, {"driver": "535.161.08"}))
-    lines = hr.render_summary(r)
+    lines = summary.render_summary(r)
     assert "fleet driver: 550.90.07 on 4 nodes; 535.161.08 on n5" in lines
     assert lines[-1] == r["message"]
 
 
 def test_textfile_fingerprint_info_has_one_label_per_field_read():
     r = report(fleet_nodes({}))
-    samples, _families = parse_prom(hr.render_textfiles(r)["n2"])
+    samples, _families = parse_prom(prometheus.render_textfiles(r)["n2"])
     [labels] = [dict(k[1]) for k in samples if k[0] == "raygate_health_fingerprint_info"]
     assert labels == {
         "host": "n2",
@@ -673,7 +682,7 @@ def test_breaker_trips_leaves_nobody_out_and_stops():
     r = report(nodes)
     assert (r["breaker_tripped"], r["ok"]) == (True, False)
     assert r["healthy"] == ["n1", "n2", "n3", "n4"] and r["unhealthy"] == {}
-    assert hr.render_healthy_hosts(r) == "n1\nn2\nn3\nn4\n"
+    assert healthy_hosts.render_healthy_hosts(r) == "n1\nn2\nn3\nn4\n"
     # The verdicts stay true to the checks.
     assert [n["healthy"] for n in r["nodes"]] == [True, False, False, False]
     assert r["breaker"]["failed_hosts"] == ["n2", "n3", "n4"]
@@ -681,12 +690,12 @@ def test_breaker_trips_leaves_nobody_out_and_stops():
         "health gate stopped: circuit breaker tripped: 3 of 4 checked nodes failed (75%), more than"
         " raygate_health_breaker_threshold 50%; nobody was left out or evicted. Likely: all 3 failing nodes fail xid"
     )
-    md = hr.render_markdown(r)
+    md = markdown.render_markdown(r)
     assert "- circuit breaker: **TRIPPED**: 3 of 4 checked nodes failed (75%)" in md
     assert "  - likely: all 3 failing nodes fail xid" in md
-    for text in hr.render_textfiles(r).values():
+    for text in prometheus.render_textfiles(r).values():
         assert "raygate_health_breaker_tripped{" in text and text.count("} 1\n") >= 1
-    samples, _families = parse_prom(hr.render_textfiles(r)["n2"])
+    samples, _families = parse_prom(prometheus.render_textfiles(r)["n2"])
     assert samples[("raygate_health_breaker_tripped", (("host", "n2"),))] == 1
 
 
@@ -714,8 +723,8 @@ def test_breaker_counts_unreachable_nodes_and_ignores_skipped_members():
 
 def test_breaker_not_tripped_shows_its_counts_and_the_gate_decides_as_before():
     r = report([node("n1", "head"), node("n2", checks=[XID]), node("n3"), node("n4")])
-    assert r["breaker_tripped"] is False and r["unhealthy"] == {"n2": [hr.reason(r["nodes"][1]["checks"][0])]}
-    assert "- circuit breaker: 1 of 4 checked nodes failed (25%), not more than" in hr.render_markdown(r)
+    assert r["breaker_tripped"] is False and r["unhealthy"] == {"n2": [decision.reason(r["nodes"][1]["checks"][0])]}
+    assert "- circuit breaker: 1 of 4 checked nodes failed (25%), not more than" in markdown.render_markdown(r)
 
 
 def test_breaker_override_and_small_fleets():

@@ -25,7 +25,7 @@ import sys
 import pytest
 from harness import expand, load_cases, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import collectors, gpu_checks
 from ansible_collections.raygate.cluster.plugins.modules import gpu_health
 
 HERE = os.path.dirname(__file__)
@@ -244,12 +244,12 @@ def state_snapshots(tmp_path):
 
 @pytest.fixture()
 def fixed_node(monkeypatch):
-    monkeypatch.setattr(gpu_health, "_now", lambda: NOW)
-    monkeypatch.setattr(gpu_health, "_uptime", lambda: UPTIME)
-    monkeypatch.setattr(gpu_health, "_boot_id", lambda: BOOT_ID)
+    monkeypatch.setattr(collectors, "_now", lambda: NOW)
+    monkeypatch.setattr(collectors, "_uptime", lambda: UPTIME)
+    monkeypatch.setattr(collectors, "_boot_id", lambda: BOOT_ID)
 
     def release(value):
-        monkeypatch.setattr(gpu_health, "_kernel_release", lambda: value)
+        monkeypatch.setattr(collectors, "_kernel_release", lambda: value)
 
     return release
 

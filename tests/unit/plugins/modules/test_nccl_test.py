@@ -11,6 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, expand, fake_which, load_cases, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import nccl_runner
 from ansible_collections.raygate.cluster.plugins.modules import nccl_test
 
 CASES = load_cases(os.path.join(os.path.dirname(__file__), "nccl_test.yml"))
@@ -30,7 +31,7 @@ sim = _load_sim()
 @pytest.fixture(autouse=True)
 def no_host_sysfs(tmp_path, monkeypatch):
     """A case that does not name sysfs_root reads an empty tree, never this machine's RDMA devices."""
-    monkeypatch.setattr(nccl_test, "DEFAULT_SYSFS_ROOT", str(tmp_path / "no-sysfs"))
+    monkeypatch.setitem(nccl_runner.ARGUMENT_SPEC["sysfs_root"], "default", str(tmp_path / "no-sysfs"))
 
 
 def expand_pairs(case):

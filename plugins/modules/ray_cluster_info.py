@@ -143,68 +143,16 @@ ray_version:
   sample: 2.60.0
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
 
-from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text
-from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import ARGUMENT_SPEC, summarize
-
-
-def request_headers(module):
-    p = module.params
-    headers = {"Accept": "application/json"}
-    if p["auth"]:
-        token = (read_text(p["auth_token_file"]) or "").strip()
-        if not token:
-            module.fail_json(msg="auth is on but the token file %s is missing or empty" % p["auth_token_file"])
-        headers["Authorization"] = "Bearer %s" % token
-    return headers
-
-
-def get_json(module, path):
-    p = module.params
-    url = p["dashboard_url"].rstrip("/") + path
-    resp = open_url(url, headers=request_headers(module), timeout=p["request_timeout"], validate_certs=False)
-    return json.loads(resp.read())
-
-
-def running_version(module):
-    """The head's Ray version (its jobs API /api/version answers ray_version), or None."""
-    try:
-        version = get_json(module, "/api/version").get("ray_version")
-    except Exception:  # an older Ray, or the head went away: the caller decides without it
-        return None
-    return version if isinstance(version, str) and version else None
-
-
-def query(module):
-    """One look at the cluster: its summary, with the request's error (None when it answered)."""
-    p = module.params
-    try:
-        payload = get_json(module, "/api/v0/nodes?limit=10000&detail=true")
-        error = None
-    except Exception as exc:  # unreachable while the head starts: report, the caller decides
-        payload, error = None, str(exc)
-    summary = summarize(payload, p["expected"], p["wait_nodes"], p["wait_gpus"])
-    summary["error"] = error
-    return summary
+from ansible_collections.raygate.cluster.plugins.module_utils.node import cluster
+from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import ARGUMENT_SPEC
 
 
 def main():
-    # The same spec as the action plugin's, which does all waiting: the module answers once, and
-    # wait, wait_timeout and wait_sleep are accepted here but mean something only to the action.
+    # The same spec as the action plugin's, which does all waiting: the module answers once.
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    p = module.params
-    summary = query(module)
-    error = summary.pop("error")
-    result = dict(summary, changed=False, elapsed=0.0)
-    result["ray_version"] = running_version(module) if summary["reachable"] else None
-    # Unreachable fails (with reachable=false, so the action keeps polling a head that is starting).
-    if not summary["reachable"] and not module.check_mode:
-        module.fail_json(msg="the Ray state API at %s did not answer: %s" % (p["dashboard_url"], error), **result)
-    module.exit_json(**result)
+    cluster.run(module)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,16 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Pure functions over Ray's state API answer (``GET /api/v0/nodes``), and ray_cluster_info's options."""
+"""ray_cluster_info's options and its run (one look at the head's state API), and the pure functions
+over Ray's state API answer (``GET /api/v0/nodes``) that the module and the action plugin share."""
 
 from __future__ import annotations
 
+import json
+
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import WAIT_ARGSPEC
 
 # The options of ray_cluster_info, one spec for both halves: the action plugin validates the task's
@@ -93,3 +99,57 @@ def waiting_message(summary):
     if summary.get("missing"):
         text += "; never joined: %s" % ", ".join(summary["missing"])
     return text
+
+
+def request_headers(module):
+    p = module.params
+    headers = {"Accept": "application/json"}
+    if p["auth"]:
+        token = (read_text(p["auth_token_file"]) or "").strip()
+        if not token:
+            module.fail_json(msg="auth is on but the token file %s is missing or empty" % p["auth_token_file"])
+        headers["Authorization"] = "Bearer %s" % token
+    return headers
+
+
+def get_json(module, path):
+    p = module.params
+    url = p["dashboard_url"].rstrip("/") + path
+    resp = open_url(url, headers=request_headers(module), timeout=p["request_timeout"], validate_certs=False)
+    return json.loads(resp.read())
+
+
+def running_version(module):
+    """The head's Ray version (its jobs API /api/version answers ray_version), or None."""
+    try:
+        version = get_json(module, "/api/version").get("ray_version")
+    except Exception:  # an older Ray, or the head went away: the caller decides without it
+        return None
+    return version if isinstance(version, str) and version else None
+
+
+def query(module):
+    """One look at the cluster: its summary, with the request's error (None when it answered)."""
+    p = module.params
+    try:
+        payload = get_json(module, "/api/v0/nodes?limit=10000&detail=true")
+        error = None
+    except Exception as exc:  # unreachable while the head starts: report, the caller decides
+        payload, error = None, str(exc)
+    summary = summarize(payload, p["expected"], p["wait_nodes"], p["wait_gpus"])
+    summary["error"] = error
+    return summary
+
+
+def run(module):
+    """The module's one answer. The action plugin, with the same spec, does all waiting: wait,
+    wait_timeout and wait_sleep are accepted here but mean something only to the action."""
+    p = module.params
+    summary = query(module)
+    error = summary.pop("error")
+    result = dict(summary, changed=False, elapsed=0.0)
+    result["ray_version"] = running_version(module) if summary["reachable"] else None
+    # Unreachable fails (with reachable=false, so the action keeps polling a head that is starting).
+    if not summary["reachable"] and not module.check_mode:
+        module.fail_json(msg="the Ray state API at %s did not answer: %s" % (p["dashboard_url"], error), **result)
+    module.exit_json(**result)

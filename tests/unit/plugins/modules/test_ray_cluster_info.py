@@ -4,6 +4,7 @@ import json
 import pytest
 from harness import run_case
 
+from ansible_collections.raygate.cluster.plugins.module_utils.node import cluster
 from ansible_collections.raygate.cluster.plugins.modules import ray_cluster_info
 
 NODES = {
@@ -30,7 +31,7 @@ def fake_head(monkeypatch, answers):
             raise answer or OSError("connection refused")
         return io.BytesIO(json.dumps(answer).encode())
 
-    monkeypatch.setattr(ray_cluster_info, "open_url", open_url)
+    monkeypatch.setattr(cluster, "open_url", open_url)
     return seen
 
 

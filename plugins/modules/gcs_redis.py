@@ -19,6 +19,11 @@ description:
     KEYS. Other clusters' keys in the same Redis are left alone.
   - Speaks RESP over a plain socket with the Python standard library, so the node needs no Redis
     client. TLS (C(rediss://)) is not supported.
+requirements:
+  - a Redis server (RESP2, without TLS) that the host the module runs on reaches at O(address)
+  - the password (and with O(username) the ACL user) Ray's GCS uses, allowed C(AUTH) and C(PING), and for
+    O(state=purged) C(SCAN) and C(DEL)
+  - nothing else on the node; the Python standard library speaks RESP, no Redis client is needed
 author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
@@ -98,52 +103,17 @@ kind:
   sample: wrongpass
 """
 
-import socket
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils.node import resp
-
-
-def run(module, connect=None):
-    p = module.params
-    connect = connect or socket.create_connection
-    try:
-        host, port = resp.parse_address(p["address"])
-    except ValueError as exc:
-        module.fail_json(msg="address: %s" % exc)
-    address = "%s:%s" % (host, port)
-    here = socket.gethostname()
-    try:
-        if p["state"] == "reachable":
-            result = resp.check(host, port, p["username"], p["password"], p["timeout"], connect=connect)
-            module.exit_json(changed=False, address=address, seconds=result["seconds"])
-        if not p["namespace_prefix"]:
-            module.fail_json(msg="namespace_prefix is required (and must not be empty) with state=purged")
-        with resp.Connection(host, port, p["timeout"], connect) as conn:
-            if p["password"]:
-                conn.auth(p["username"], p["password"])
-            keys = resp.matching_keys(conn, resp.namespace_pattern(p["namespace_prefix"]))
-            if keys and not module.check_mode:
-                resp.delete_keys(conn, keys)
-        module.exit_json(changed=bool(keys), address=address, keys=len(keys))
-    except resp.RedisError as exc:
-        module.fail_json(msg=resp.describe(exc, address, here), kind=exc.kind, address=address)
+from ansible_collections.raygate.cluster.plugins.module_utils.node import gcs_redis as gcs_redis_step
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            address=dict(type="str", required=True),
-            username=dict(type="str", default=""),
-            password=dict(type="str", required=True, no_log=True),
-            state=dict(type="str", choices=["reachable", "purged"], default="reachable"),
-            namespace_prefix=dict(type="str"),
-            timeout=dict(type="float", default=5),
-        ),
+        argument_spec=gcs_redis_step.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
-    run(module)
+    gcs_redis_step.run(module)
 
 
 if __name__ == "__main__":

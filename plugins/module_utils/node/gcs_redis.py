@@ -1,0 +1,50 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The gcs_redis module's options and its run: check the Redis behind Ray's GCS, or purge one cluster's keys.
+
+The Redis exchanges themselves (RESP over a socket, AUTH, PING, SCAN, DEL) are in node/resp.py.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from ansible_collections.raygate.cluster.plugins.module_utils.node import resp
+
+# Mirrors the options in plugins/modules/gcs_redis.py's DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    address=dict(type="str", required=True),
+    username=dict(type="str", default=""),
+    password=dict(type="str", required=True, no_log=True),
+    state=dict(type="str", choices=["reachable", "purged"], default="reachable"),
+    namespace_prefix=dict(type="str"),
+    timeout=dict(type="float", default=5),
+)
+
+
+def run(module, connect=None):
+    p = module.params
+    connect = connect or socket.create_connection
+    try:
+        host, port = resp.parse_address(p["address"])
+    except ValueError as exc:
+        module.fail_json(msg="address: %s" % exc)
+    address = "%s:%s" % (host, port)
+    here = socket.gethostname()
+    try:
+        if p["state"] == "reachable":
+            result = resp.check(host, port, p["username"], p["password"], p["timeout"], connect=connect)
+            module.exit_json(changed=False, address=address, seconds=result["seconds"])
+        if not p["namespace_prefix"]:
+            module.fail_json(msg="namespace_prefix is required (and must not be empty) with state=purged")
+        with resp.Connection(host, port, p["timeout"], connect) as conn:
+            if p["password"]:
+                conn.auth(p["username"], p["password"])
+            keys = resp.matching_keys(conn, resp.namespace_pattern(p["namespace_prefix"]))
+            if keys and not module.check_mode:
+                resp.delete_keys(conn, keys)
+        module.exit_json(changed=bool(keys), address=address, keys=len(keys))
+    except resp.RedisError as exc:
+        module.fail_json(msg=resp.describe(exc, address, here), kind=exc.kind, address=address)

@@ -8,6 +8,9 @@ The four step implementations (install_step, node_step, env_step, firewall_step)
 against AnsibleModule: they read ``params`` and ``check_mode`` and end with ``exit_json`` or
 ``fail_json``. ``StepModule`` offers them that surface, but ends the step with an exception the
 caller catches instead of ending the process, so one module call can run several of them.
+
+The node_steps module is that caller: its options (``ARGUMENT_SPEC``) and its ``run(module)`` are
+at the end of this file, each step run by ``run_step`` exactly as its own module would run.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ import traceback
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import UnsupportedError
+
+from ansible_collections.raygate.cluster.plugins.module_utils.net import env_step, firewall_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 
 # The relations AnsibleModule accepts besides the spec, under the names a step exposes them.
 CONSTRAINTS = (
@@ -143,3 +150,96 @@ def run_step(parent_module, name, impl, args, check_mode):
     except Exception as exc:
         raise StepFailed(name, "%s: %s" % (type(exc).__name__, exc), exception=traceback.format_exc()) from exc
     raise StepFailed(name, "the step returned without a result")
+
+
+# -- node_steps: the module that runs the four as steps of one call ------------------------------
+
+STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}
+ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
+# ray_node's no_log options, given to node_steps at top level so that they are masked.
+SECRETS = ("auth_token", "redis_password")
+
+ARGUMENT_SPEC = dict(
+    ray_install=dict(type="dict"),
+    ray_node=dict(type="dict"),
+    nccl_env=dict(type="dict"),
+    ray_firewall=dict(type="dict"),
+    order=dict(type="list", elements="str", choices=ORDER, default=list(ORDER)),
+    auth_token=dict(type="str", no_log=True),
+    redis_password=dict(type="str", no_log=True),
+    continue_on_failure=dict(type="bool", default=False),
+)
+
+
+def input_problems(params):
+    """What is wrong with the module's own options, before any step runs."""
+    order = params["order"]
+    problems = ["order lists %s more than once" % name for name in ORDER if order.count(name) > 1]
+    missing = [name for name in ORDER if params[name] is not None and name not in order]
+    if missing:
+        problems.append("%s given but not in order (%s)" % (", ".join(missing), ", ".join(order)))
+    for secret in SECRETS:
+        if params["ray_node"] is not None and secret in params["ray_node"]:
+            problems.append(
+                "ray_node must not contain %s: a value nested in ray_node is not masked in the node's log; "
+                "give it as the %s option of node_steps" % (secret, secret)
+            )
+    return problems
+
+
+def step_args(params, name):
+    args = dict(params[name])
+    for secret in SECRETS:
+        if name == "ray_node" and params[secret] is not None:
+            args[secret] = params[secret]
+    return args
+
+
+def step_diffs(name, result):
+    """The step's diff(s) as a list, each with a header naming the step where it has none."""
+    diff = result.get("diff")
+    if not diff:
+        return []
+    diffs = []
+    for item in diff if isinstance(diff, list) else [diff]:
+        item = dict(item)
+        item.setdefault("before_header", name)
+        item.setdefault("after_header", name)
+        diffs.append(item)
+    return diffs
+
+
+def run(module):
+    params = module.params
+    problems = input_problems(params)
+    for secret in SECRETS:
+        nested = (params["ray_node"] or {}).get(secret)
+        if nested:
+            module.no_log_values.add(str(nested))  # too late for the node's log, but not shown in the result
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+    ran, results, failures, diffs = [], {}, [], []
+    for name in params["order"]:
+        if params[name] is None:
+            continue
+        ran.append(name)
+        try:
+            results[name] = run_step(module, name, STEPS[name], step_args(params, name), module.check_mode)
+        except StepFailed as exc:
+            results[name] = exc.result
+            failures.append(exc)
+            if not params["continue_on_failure"]:
+                break
+            continue
+        diffs += step_diffs(name, results[name])
+    summary = dict(
+        changed=any(r.get("changed") for r in results.values()),
+        steps=ran,
+        step_results=results,
+    )
+    if module._diff:
+        summary["diff"] = diffs
+    if failures:
+        failed = [f.step for f in failures] if params["continue_on_failure"] else failures[0].step
+        module.fail_json(msg="; ".join(str(f) for f in failures), failed_step=failed, **summary)
+    module.exit_json(**summary)

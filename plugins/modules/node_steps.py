@@ -170,15 +170,15 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import node_steps as node_steps_impl
+from ansible_collections.raygate.cluster.plugins.module_utils import steps
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=node_steps_impl.ARGUMENT_SPEC,
+        argument_spec=steps.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
-    node_steps_impl.run(module)
+    steps.run(module)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files
-from ansible_collections.raygate.cluster.plugins.module_utils import node_steps as node_steps_impl
+from ansible_collections.raygate.cluster.plugins.module_utils import files, steps
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
@@ -210,8 +209,8 @@ def fakes(monkeypatch):
 
         return SimpleNamespace(ARGUMENT_SPEC=dict(x=dict(type="int", default=1)), run=run)
 
-    for name in node_steps_impl.ORDER:
-        monkeypatch.setitem(node_steps_impl.STEPS, name, make(name))
+    for name in steps.ORDER:
+        monkeypatch.setitem(steps.STEPS, name, make(name))
     return state
 
 
@@ -229,7 +228,7 @@ def test_the_default_order_and_only_the_given_steps(fakes):
 
 def test_order_is_honoured(fakes):
     order = ["ray_firewall", "ray_node", "ray_install", "nccl_env"]
-    args = {name: {} for name in node_steps_impl.ORDER}
+    args = {name: {} for name in steps.ORDER}
     result = call(node_steps.main, dict(args, order=order))
     assert names(fakes) == order and result["steps"] == order
 
@@ -249,7 +248,7 @@ def test_changed_is_any_steps(fakes):
 def test_the_first_failure_stops_the_rest(fakes):
     fakes.fail.add("ray_node")
     fakes.changed.add("ray_install")
-    result = call(node_steps.main, {name: {} for name in node_steps_impl.ORDER})
+    result = call(node_steps.main, {name: {} for name in steps.ORDER})
     assert names(fakes) == ["ray_install", "ray_node"]
     assert result["failed"] is True
     assert result["msg"] == "ray_node: ray_node broke"
@@ -262,13 +261,13 @@ def test_the_first_failure_stops_the_rest(fakes):
 
 def test_continue_on_failure_runs_every_step_and_names_every_failure(fakes):
     fakes.fail.update({"ray_install", "nccl_env"})
-    result = call(node_steps.main, dict({name: {} for name in node_steps_impl.ORDER}, continue_on_failure=True))
-    assert names(fakes) == node_steps_impl.ORDER
+    result = call(node_steps.main, dict({name: {} for name in steps.ORDER}, continue_on_failure=True))
+    assert names(fakes) == steps.ORDER
     assert result["failed"] is True
     assert result["msg"] == "ray_install: ray_install broke; nccl_env: nccl_env broke"
     assert result["failed_step"] == ["ray_install", "nccl_env"]
     assert result["step_results"]["ray_firewall"]["who"] == "ray_firewall"
-    assert result["steps"] == node_steps_impl.ORDER
+    assert result["steps"] == steps.ORDER
 
 
 def test_continue_on_failure_with_one_failure_still_gives_a_list(fakes):
@@ -481,14 +480,14 @@ def test_check_mode_over_every_step_changes_nothing_on_disk(tmp_path, monkeypatc
             },
             {"cmd": ["/usr/sbin/nft", "-c", "-f", "-"], "data_contains": ["table inet raygate"]},
         ],
-        "expect": {"changed": True, "steps": node_steps_impl.ORDER},
+        "expect": {"changed": True, "steps": steps.ORDER},
         "absent": ["{tmp}/opt", "{tmp}/etc", "{tmp}/run"],
     }
     before = snapshot(str(tmp_path))
     result = run_case(case, node_steps.main, tmp_path, monkeypatch)
     assert snapshot(str(tmp_path)) == before
     assert "failed" not in result, result.get("msg")
-    for name in node_steps_impl.ORDER:
+    for name in steps.ORDER:
         assert result["step_results"][name]["changed"] is True, name
     env_file = str(tmp_path / "etc" / "raygate" / "nccl.env")
     assert [d["after_header"] for d in result["diff"]] == ["ray_node", env_file, "ray_firewall"]

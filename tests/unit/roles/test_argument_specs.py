@@ -2,11 +2,14 @@
 
 import os
 import re
+import subprocess
 import sys
 
 import yaml
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The generator of argument_specs.yml is a development tool: tools/entry_specs.py.
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tools")
+sys.path.insert(0, os.path.abspath(TOOLS))
 import entry_specs  # noqa: E402
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "raygate")
@@ -32,13 +35,22 @@ def test_every_default_is_specified_with_the_same_default():
 
 
 def test_each_entry_point_specifies_exactly_the_options_it_reaches():
-    """entry_specs.py computes them from the task files; run it after adding an option."""
+    """tools/entry_specs.py computes them from the task files; run it after adding an option."""
     specs = load("meta", "argument_specs.yml")["argument_specs"]
     wanted = entry_specs.expected(specs)
     for entry, spec in specs.items():
         assert list(spec["options"]) == wanted[entry], entry
     with open(entry_specs.SPEC_FILE) as fh:
-        assert fh.read() == entry_specs.render(specs), "argument_specs.yml is not as entry_specs.py writes it"
+        assert fh.read() == entry_specs.render(specs), "argument_specs.yml differs: run tools/entry_specs.py"
+
+
+def test_the_generator_runs_as_a_script_from_anywhere(tmp_path):
+    """`python tools/entry_specs.py --check` (what a contributor runs) agrees with the committed file."""
+    script = os.path.join(os.path.abspath(TOOLS), "entry_specs.py")
+    done = subprocess.run(
+        [sys.executable, script, "--check"], cwd=str(tmp_path), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_every_entry_point_a_playbook_imports_has_a_spec():

@@ -1,3 +1,6 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Each role entry point's own argument spec: the options its task files can reach.
 
 An entry point's task file reaches other task files (import_tasks, include_tasks), the role's
@@ -5,10 +8,10 @@ derived variables (vars/main.yml, each reaching what its value names) and the ac
 calls (which read some variables from the task's variables). Every ``raygate_*`` option of the
 role's full spec named along the way belongs to the entry point's spec, and no other.
 
-`python tests/unit/roles/entry_specs.py` rewrites roles/raygate/meta/argument_specs.yml so:
-each option is written out once, with a YAML anchor, in the first entry point that reaches it;
-the others refer to it. tests/unit/roles/test_argument_specs.py checks that the file says what
-this computes.
+`python tools/entry_specs.py` rewrites roles/raygate/meta/argument_specs.yml so: each option is
+written out once, with a YAML anchor, in the first entry point that reaches it; the others refer
+to it. tests/unit/roles/test_argument_specs.py checks that the file says what this computes;
+`--check` only compares. A development tool: not in the collection's tarball.
 """
 
 import os
@@ -17,7 +20,7 @@ import sys
 
 import yaml
 
-ROLE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "raygate"))
+ROLE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "roles", "raygate"))
 PLUGINS = os.path.abspath(os.path.join(ROLE, "..", "..", "plugins"))
 SPEC_FILE = os.path.join(ROLE, "meta", "argument_specs.yml")
 NAME = re.compile(r"(?<![A-Za-z0-9_])(raygate_[a-z0-9_]+)\b")
@@ -84,7 +87,7 @@ def all_options(specs):
     for spec in specs.values():
         for name, option in spec["options"].items():
             found.setdefault(name, option)
-    order = list(yaml.safe_load(_read(os.path.join(ROLE, "defaults", "main.yml"))))
+    order = list(role_defaults())
     names = [n for n in order if n in found] + sorted(n for n in found if n not in order)
     return {name: found[name] for name in names}
 
@@ -95,6 +98,11 @@ def expected(specs):
     return {entry: entry_options(entry + ".yml", options) for entry in specs}
 
 
+def role_defaults():
+    """defaults/main.yml: {name: default}, the one place the role states its defaults."""
+    return yaml.safe_load(_read(os.path.join(ROLE, "defaults", "main.yml")))
+
+
 def render(specs):
     """The argument_specs.yml text for ``expected(specs)``: each option defined once (anchor), then referred to."""
     options = all_options(specs)
@@ -102,9 +110,9 @@ def render(specs):
     defined = set()
     lines = [
         "---",
-        "# Generated from the role's task files by tests/unit/roles/entry_specs.py: each entry point lists the",
-        "# options its task files, derived variables and actions reach. Edit an option's definition where it",
-        "# is written out (its first entry point); run `python tests/unit/roles/entry_specs.py` after adding one.",
+        "# Generated from the role's task files by tools/entry_specs.py: each entry point lists the options",
+        "# its task files, derived variables and actions reach. Edit an option's definition where it is",
+        "# written out (its first entry point); run `python tools/entry_specs.py` after adding one.",
         "argument_specs:",
     ]
     for entry, spec in specs.items():
@@ -123,8 +131,22 @@ def render(specs):
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
+def main(argv):
+    """Rewrite argument_specs.yml; with --check, only say whether it is as this writes it (exit 1 if not)."""
     text = render(load_specs())
+    if argv[1:] == ["--check"]:
+        if _read(SPEC_FILE) == text:
+            return 0
+        sys.stderr.write("%s is not as tools/entry_specs.py writes it: run it\n" % SPEC_FILE)
+        return 1
+    if argv[1:]:
+        sys.stderr.write("usage: python tools/entry_specs.py [--check]\n")
+        return 2
     with open(SPEC_FILE, "w") as fh:
         fh.write(text)
     sys.stdout.write("wrote %s\n" % SPEC_FILE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -10,8 +10,9 @@ role's full spec named along the way belongs to the entry point's spec, and no o
 
 `python tools/entry_specs.py` rewrites roles/raygate/meta/argument_specs.yml so: each option is
 written out once, with a YAML anchor, in the first entry point that reaches it; the others refer
-to it. tests/unit/roles/test_argument_specs.py checks that the file says what this computes;
-`--check` only compares. A development tool: not in the collection's tarball.
+to it. An option's default is the role's default (defaults/main.yml), whatever the file said: the
+role states each default once. tests/unit/roles/test_argument_specs.py checks that the file says
+what this computes; `--check` only compares. A development tool: not in the collection's tarball.
 """
 
 import os
@@ -103,16 +104,25 @@ def role_defaults():
     return yaml.safe_load(_read(os.path.join(ROLE, "defaults", "main.yml")))
 
 
+def with_role_default(option, name, defaults):
+    """``option`` with its default taken from ``defaults`` (the role's) where the role has one."""
+    if name not in defaults:
+        return option
+    return dict(option, default=defaults[name])
+
+
 def render(specs):
     """The argument_specs.yml text for ``expected(specs)``: each option defined once (anchor), then referred to."""
     options = all_options(specs)
+    defaults = role_defaults()
     wanted = expected(specs)
     defined = set()
     lines = [
         "---",
         "# Generated from the role's task files by tools/entry_specs.py: each entry point lists the options",
-        "# its task files, derived variables and actions reach. Edit an option's definition where it is",
-        "# written out (its first entry point); run `python tools/entry_specs.py` after adding one.",
+        "# its task files, derived variables and actions reach; each default is the one in defaults/main.yml.",
+        "# Edit an option's definition where it is written out (its first entry point), a default in",
+        "# defaults/main.yml; run `python tools/entry_specs.py` after either.",
         "argument_specs:",
     ]
     for entry, spec in specs.items():
@@ -124,7 +134,8 @@ def render(specs):
                 lines.append("      %s: *%s" % (name, name))
                 continue
             defined.add(name)
-            body = yaml.safe_dump({name: options[name]}, sort_keys=False, width=110, default_flow_style=False)
+            option = with_role_default(options[name], name, defaults)
+            body = yaml.safe_dump({name: option}, sort_keys=False, width=110, default_flow_style=False)
             first, rest = body.split("\n", 1)
             lines.append("      %s &%s" % (first, name))
             lines += ["      " + line if line else line for line in rest.rstrip("\n").split("\n")]

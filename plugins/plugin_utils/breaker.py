@@ -23,6 +23,9 @@ from __future__ import annotations
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS, text
 
+# The source of the breaker's defaults: the health_report action's argument spec takes them from here;
+# the module's DOCUMENTATION and the role's defaults state them for their readers, and
+# tests/unit/test_one_source.py fails when those drift from these.
 DEFAULT_THRESHOLD = 50
 DEFAULT_MIN_NODES = 3
 OFF = 0

@@ -9,13 +9,17 @@ the inventory plugin lists an allocation's nodes and site.yml over it brings Ray
 Run on its own (`pytest tests/integration/slurm`, part of `make integration`): it owns the sandbox.
 """
 
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory
+from packaging.requirements import Requirement
 
 pytestmark = [
     needs_root,
@@ -30,6 +34,13 @@ XID = {"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]
 HEALTHY = {"gpu": {"model": "H100"}}
 # Generous bounds for waiting on Slurm (conditions are polled, never assumed after a sleep).
 WAIT = 120
+# A job runs on a node, which sees the host's /srv, /work and /home but has its own /tmp, /run and
+# copy-on-write /etc /opt /usr /var /root: nothing a job reads or runs may come from the checkout,
+# which can lie anywhere (CI clones under /tmp). Jobs start in the state dir (sandbox.sh keeps it
+# out of those), and the job script's Ansible is a copy there (node_visible_ansible).
+JOB_DIR = os.path.join(STATE, "job")
+# A job that only sleeps starts in / (slurmstepd cannot chdir into a checkout its node does not see).
+SBATCH_SLEEPER = ("sbatch", "--parsable", "--chdir", "/", "-o", "/dev/null")
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +56,62 @@ def cluster(tmp_path_factory):
     run(["ip", "netns", "exec", "rg-node2", "ip", "link", "set", "eth0", "up"])
     run([SANDBOX, "slurm", "down"], timeout=300)
     run([SANDBOX, "down"], timeout=300)
+
+
+def node_visible_ansible(dest):
+    """ansible-core, the collection and ansible.cfg copied under DEST, which every node sees.
+
+    What a real user keeps on a shared file system for the job script. The checkout's own .venv
+    cannot serve: a node may not see the checkout, and a venv only works at the path it was made at
+    (its scripts name their interpreter by path). So: a new venv at DEST/venv holding ansible-core
+    and its dependencies copied from this interpreter's site-packages (same Python, same files),
+    the entry points the job runs, and the collection's own files in DEST/collections.
+    Returns the environment for sbatch (PATH, ANSIBLE_CONFIG, ANSIBLE_COLLECTIONS_PATH).
+    """
+    venv = os.path.join(dest, "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, capture_output=True)
+    site = subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    todo, seen = ["ansible-core"], set()
+    while todo:
+        dist = importlib.metadata.distribution(todo.pop())
+        name = dist.metadata["Name"].lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        for req in (Requirement(r) for r in dist.requires or ()):
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+        for path in dist.files or ():
+            if path.parts[0] == ".." or "__pycache__" in path.parts:
+                continue  # the venv's scripts (written below) and bytecode
+            target = os.path.join(site, *path.parts)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(dist.locate_file(path), target)
+    core = importlib.metadata.distribution("ansible-core")
+    for entry in core.entry_points.select(group="console_scripts"):
+        if entry.name in ("ansible", "ansible-playbook", "ansible-inventory"):
+            target = os.path.join(venv, "bin", entry.name)
+            with open(target, "w") as fh:
+                fh.write("#!%s/bin/python\nimport sys\nfrom %s import %s\nsys.exit(%s())\n"
+                         % (venv, entry.module, entry.attr, entry.attr))  # fmt: skip
+            os.chmod(target, 0o755)
+    collection = os.path.join(dest, "collections", "ansible_collections", "raygate", "cluster")
+    os.makedirs(collection)
+    shutil.copy2(os.path.join(ROOT, "galaxy.yml"), collection)
+    for part in ("meta", "plugins", "playbooks", "roles"):
+        shutil.copytree(
+            os.path.join(ROOT, part), os.path.join(collection, part), ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy2(os.path.join(ROOT, "ansible.cfg"), dest)
+    host_path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != VENV_BIN]
+    return {
+        "PATH": os.pathsep.join([os.path.join(venv, "bin"), *host_path]),
+        "ANSIBLE_CONFIG": os.path.join(dest, "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(dest, "collections"),
+    }
 
 
 def slurm_cmd(*args):
@@ -149,7 +216,7 @@ def test_an_admin_drain_stays_through_passing_runs(cluster):
 
 
 def test_a_node_running_a_job_drains_and_the_job_keeps_running(cluster, tmp_path):
-    job = slurm_cmd("sbatch", "--parsable", "-o", "/dev/null", "-w", "node3", "--wrap", "sleep 600").strip()
+    job = slurm_cmd(*SBATCH_SLEEPER, "-w", "node3", "--wrap", "sleep 600").strip()
     wait_for(lambda: slurm_cmd("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", "running job")
     scenario(3, XID, tmp_path)
     rc, out = health(cluster)
@@ -209,7 +276,7 @@ def test_node_check_runs_locally_and_as_slurms_health_check_program(cluster, tmp
 
 
 def test_inventory_plugin_lists_an_allocation_and_site_brings_ray_up_over_it(cluster):
-    job = slurm_cmd("sbatch", "--parsable", "-o", "/dev/null", "-N", "3", "--wrap", "sleep 600").strip()
+    job = slurm_cmd(*SBATCH_SLEEPER, "-N", "3", "--wrap", "sleep 600").strip()
     wait_for(lambda: slurm_cmd("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", "running allocation")
     inv = cluster["base"] / "allocation"
     (inv / "group_vars").mkdir(parents=True)
@@ -248,21 +315,28 @@ def test_inventory_plugin_lists_an_allocation_and_site_brings_ray_up_over_it(clu
 
 
 def test_the_job_script_brings_ray_up_for_its_command_and_down_after(cluster):
-    # What the job reads must be where the batch host (node1) sees it: /srv is shared, /tmp is not.
-    base = os.path.join(STATE, "job")
+    # What the job reads and runs must be where the batch host (node1) sees it, whatever the
+    # checkout's path: /srv is shared, /tmp is not. So its group_vars and its Ansible are copies
+    # in the state dir, and it starts there (sbatch's default, the submitter's cwd, is the checkout).
+    base = JOB_DIR
     group_vars = os.path.join(base, "group_vars")
     os.makedirs(os.path.join(group_vars, "all"))
-    os.symlink(
+    shutil.copytree(
         os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"),
         os.path.join(group_vars, "ray_cluster"),
     )
     with open(os.path.join(group_vars, "all", "job.yml"), "w") as fh:
         fh.write("raygate_health_report_dir: %s/health\nraygate_run_summary_dir: %s/runs\n" % (base, base))
+    env = node_visible_ansible(os.path.join(base, "ansible"))
+    playbook = os.path.join(base, "ansible", "venv", "bin", "ansible-playbook")
+    rc, out = node(1, "cd / && PATH=%s ansible-playbook --version" % env["PATH"])
+    assert rc == 0, "node1, the batch host, cannot run %s: %s" % (playbook, out)
     payload = 'pgrep -x raylet && test -s "$RAY_AUTH_TOKEN_PATH" && echo ray-up-at=$RAY_ADDRESS'
+    env.update(SLURM_CONF=SLURM_CONF, RAYGATE_GROUP_VARS=group_vars)
     rc, out = run(
-        ["sbatch", "--parsable", "-N", "3", "-o", os.path.join(base, "job-%j.out"),
+        ["sbatch", "--parsable", "-N", "3", "--chdir", base, "-o", os.path.join(base, "job-%j.out"),
          os.path.join(ROOT, "docs", "slurm", "raygate-job.sbatch"), "bash", "-c", payload],
-        env={"SLURM_CONF": SLURM_CONF, "RAYGATE_GROUP_VARS": group_vars},
+        env=env,
     )  # fmt: skip
     assert rc == 0, out
     job = out.strip().splitlines()[-1]

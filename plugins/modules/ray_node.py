@@ -81,8 +81,8 @@ options:
         returns it as RV(raygate.cluster.validate_inventory#module:cluster.plan); the role passes it), one
         port per key of O(ports), the worker range included.
       - When given, the module takes it as data instead of building it again from O(ports) and
-        O(port_offset), which must then stay unset. The node still checks what only it can see: the
-        kernel's ephemeral range and ports already taken.
+        O(port_offset), which must then stay unset. The node still checks what only it can see (the
+        kernel's ephemeral range and ports already taken).
     type: dict
     version_added: 0.5.0
   min_worker_ports:

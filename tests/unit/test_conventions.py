@@ -1,0 +1,97 @@
+"""Conventions every plugin keeps, checked here because each of them slipped once.
+
+- Every module's DOCUMENTATION says what it needs on the node (``requirements:``).
+- Every module is in the collection's ``ray`` action group (meta/runtime.yml), so
+  ``module_defaults`` for ``group/raygate.cluster.ray`` reach it.
+- The Makefile's MODULES and FILTERS name every module and every filter, so that `make lint`
+  runs ansible-doc on each of them.
+"""
+
+import importlib
+import os
+import re
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUGINS = os.path.join(ROOT, "plugins")
+COLLECTION = "ansible_collections.raygate.cluster.plugins"
+
+
+def _names(folder, ext):
+    path = os.path.join(PLUGINS, folder)
+    return sorted(n[: -len(ext)] for n in os.listdir(path) if n.endswith(ext) and not n.startswith("_"))
+
+
+MODULES = _names("modules", ".py")
+
+
+def filters_documented():
+    """The filters with a documentation file (plugins/filter/<name>.yml)."""
+    return _names("filter", ".yml")
+
+
+def filters_provided():
+    """The filters that the FilterModule of each plugins/filter/*.py returns."""
+    found = []
+    for name in _names("filter", ".py"):
+        plugin = importlib.import_module("%s.filter.%s" % (COLLECTION, name))
+        found += list(plugin.FilterModule().filters())
+    return sorted(found)
+
+
+def make_variable(name):
+    """The words of ``NAME := ...`` in the Makefile (continuation lines included)."""
+    with open(os.path.join(ROOT, "Makefile")) as fh:
+        text = fh.read()
+    match = re.search(r"^%s\s*:?=(.*(?:\\\n.*)*)$" % re.escape(name), text, re.M)
+    assert match, "the Makefile has no %s variable" % name
+    return match.group(1).replace("\\\n", " ").split()
+
+
+def test_there_are_modules_and_filters_to_check():
+    assert len(MODULES) >= 10 and "health_report" in MODULES, MODULES
+    assert "gate_decision" in filters_provided(), filters_provided()
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_documents_its_requirements(name):
+    doc = yaml.safe_load(importlib.import_module("%s.modules.%s" % (COLLECTION, name)).DOCUMENTATION)
+    requirements = doc.get("requirements")
+    assert requirements, "plugins/modules/%s.py: DOCUMENTATION has no requirements:" % name
+    assert isinstance(requirements, list) and all(isinstance(r, str) and r.strip() for r in requirements), name
+
+
+def test_every_module_is_in_the_ray_action_group():
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as fh:
+        group = yaml.safe_load(fh)["action_groups"]["ray"]
+    assert len(group) == len(set(group)), "meta/runtime.yml: a module is listed twice in the ray group"
+    missing = sorted(set(MODULES) - set(group))
+    unknown = sorted(set(group) - set(MODULES))
+    assert not missing, "modules missing from the ray action group in meta/runtime.yml: %s" % missing
+    assert not unknown, "the ray action group names modules that do not exist: %s" % unknown
+
+
+def test_every_filter_is_documented_and_provided():
+    """A filter's .yml documentation and its FilterModule entry come together."""
+    assert filters_documented() == filters_provided()
+
+
+def test_the_makefile_names_every_module():
+    listed = make_variable("MODULES")
+    assert len(listed) == len(set(listed)), listed
+    assert sorted(listed) == MODULES, "the Makefile's MODULES: missing %s, unknown %s" % (
+        sorted(set(MODULES) - set(listed)),
+        sorted(set(listed) - set(MODULES)),
+    )
+
+
+def test_the_makefile_names_every_filter():
+    listed = make_variable("FILTERS")
+    every = sorted(set(filters_documented()) | set(filters_provided()))
+    assert len(listed) == len(set(listed)), listed
+    assert sorted(listed) == every, "the Makefile's FILTERS: missing %s, unknown %s" % (
+        sorted(set(every) - set(listed)),
+        sorted(set(listed) - set(every)),
+    )

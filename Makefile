@@ -126,8 +126,8 @@ artifact: bootstrap  ## build the tarball, check its contents, install it and te
 	tests/artifact/check.sh
 
 .PHONY: units
-units: bootstrap  ## unit tests (no root, no network)
-	$(BIN)/pytest -q tests/unit tests/sandbox/test_sim_gpu.py
+units: bootstrap  ## unit tests: pytest -m unit (tests/unit, the GPU simulators; no root, no network)
+	$(BIN)/pytest -q -m unit tests
 
 .PHONY: fast
 fast: lint units sanity  ## the inner loop: lint, units, sanity
@@ -148,18 +148,18 @@ COMPAT_SANITY_VERSIONS ?= 2.16
 compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## units on ansible-core 2.16, 2.17, 2.18; sanity on 2.16
 	for v in $(COMPAT_VERSIONS); do \
 	  echo "== ansible-core $$v"; \
-	  .build/compat-$$v/bin/pytest -q -p no:cacheprovider tests/unit tests/sandbox/test_sim_gpu.py; \
+	  .build/compat-$$v/bin/pytest -q -p no:cacheprovider -m unit tests; \
 	  case " $(COMPAT_SANITY_VERSIONS) " in *" $$v "*) VENV=$(CURDIR)/.build/compat-$$v tests/sanity/run.sh;; esac; \
 	done
 
-# Each scenario suite owns the sandbox while it runs: one after the other. Each prints its slowest
-# tests (--durations), where CI's time goes.
+# First the sandbox tests (-m sandbox: tests/sandbox's and tests/integration's top-level files, each
+# module with its own sandbox), then molecule, then each scenario suite (marker suite) by its folder
+# of tests/integration: each owns the sandbox while it runs, so one after the other. Each prints its
+# slowest tests (--durations), where CI's time goes. The markers are set by path in tests/conftest.py.
 SUITE_PYTEST = $(BIN)/pytest -q --durations=8
 .PHONY: integration
 integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate and GCS fault tolerance scenarios (root)
-	$(SUITE_PYTEST) tests/sandbox tests/integration --ignore=tests/integration/day2 --ignore=tests/integration/systemd \
-	  --ignore=tests/integration/faults --ignore=tests/integration/slurm --ignore=tests/integration/health \
-	  --ignore=tests/integration/gcsft
+	$(SUITE_PYTEST) -m sandbox tests
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(SUITE_PYTEST) tests/integration/day2
 	$(SUITE_PYTEST) tests/integration/systemd
@@ -184,7 +184,7 @@ systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## s
 slurm: bootstrap wheelhouse  ## Slurm suite on a 3-node sandbox with a real Slurm: drain, resume, allocation inventory (root, ~4 min)
 	$(BIN)/pytest -q tests/integration/slurm
 
-# Not yet part of `integration`: written in the groundwork of issue 18 and not run there yet.
+# The last suite of `integration` (issue 18), about 12 minutes.
 .PHONY: gcsft
 gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS fault tolerance: kill -9 of gcs_server and a head reboot lose no actor, job or worker (root)
 	$(BIN)/pytest -q tests/integration/gcsft

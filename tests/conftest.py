@@ -3,6 +3,8 @@
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")
 LINK = os.path.join(COLLECTIONS, "ansible_collections", "raygate", "cluster")
@@ -52,7 +54,20 @@ SHARED_SAMPLES = os.path.join(ROOT, "..", "shared", "samples")
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Say loudly, at the end of every run, when the real public outputs were not there to test."""
+    """Say loudly, at the end of every run, what was not tested: sandbox and suite tests skipped
+    (not root, no tini, no venv: a plain `pytest tests` as a user), and the real public outputs
+    when ../shared/samples is missing."""
+    skipped = _skipped_without_sandbox(terminalreporter)
+    if skipped:
+        total = sum(skipped.values())
+        terminalreporter.write_sep("!", "%d SANDBOX AND SUITE TESTS WERE SKIPPED" % total, red=True, bold=True)
+        for reason, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line("%5d skipped: %s" % (count, reason), red=True)
+        terminalreporter.write_line(
+            "They were not tested. Run them as root after `make bootstrap` (make integration), or select "
+            "the tests that need no sandbox: pytest -m unit.",
+            red=True,
+        )
     if os.path.isdir(SHARED_SAMPLES):
         return
     terminalreporter.write_sep("!", "../shared/samples IS MISSING", red=True, bold=True)
@@ -62,3 +77,46 @@ def pytest_terminal_summary(terminalreporter):
         "were SKIPPED: %s does not exist. Clone next to the shared folder (CI has it)." % missing,
         red=True,
     )
+
+
+# ---- targets: every test is unit, sandbox or suite, by its path (pytest.ini registers them) ----
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# tests/sandbox files that need no sandbox: they run the simulators on this host, as any user.
+SANDBOX_FREE = {"test_sim_gpu.py"}
+
+
+def target_of(path):
+    """'unit', 'sandbox' or 'suite' for a test file (a path under tests/), else None."""
+    parts = os.path.relpath(str(path), TESTS).split(os.sep)
+    if parts[0] == "unit":
+        return "unit"
+    if parts[0] == "sandbox" and len(parts) == 2:
+        return "unit" if parts[1] in SANDBOX_FREE else "sandbox"
+    if parts[0] == "integration":
+        # The top-level files share one sandbox per module; a folder is a scenario suite.
+        return "sandbox" if len(parts) == 2 else "suite"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        target = target_of(item.path)
+        if target is None:
+            raise pytest.UsageError(
+                "%s is in no test target: put it under tests/unit, tests/sandbox or tests/integration "
+                "(tests/conftest.py, target_of)" % item.path
+            )
+        item.add_marker(getattr(pytest.mark, target))
+
+
+def _skipped_without_sandbox(terminalreporter):
+    """{reason: count} of the sandbox and suite tests this run skipped."""
+    reasons = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        if not ("sandbox" in report.keywords or "suite" in report.keywords):
+            continue
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason
+        reasons[reason] = reasons.get(reason, 0) + 1
+    return reasons

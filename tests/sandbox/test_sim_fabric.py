@@ -23,14 +23,14 @@ pytestmark = needs_sandbox
 # written into the node's /tmp as the package layout Ansible ships them in.
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
 SOURCES = {}
-for _name in ("fabric.py", "_runner.py"):
+for _name in ("net/__init__.py", "net/fabric.py", "_runner.py"):
     with open(os.path.join(MODULE_UTILS, _name)) as _fh:
         SOURCES[_name] = _fh.read()
 DETECT = """
 import json, os, sys
 base = "/tmp/raygate-detect"
 pkg = os.path.join(base, "ansible_collections", "raygate", "cluster", "plugins", "module_utils")
-os.makedirs(pkg, exist_ok=True)
+os.makedirs(os.path.join(pkg, "net"), exist_ok=True)
 for name, text in %r.items():
     with open(os.path.join(pkg, name), "w") as fh:
         fh.write(text)

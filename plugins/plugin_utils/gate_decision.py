@@ -7,7 +7,7 @@
 left in each host's variables (registered results and set_facts).
 
 The role (tasks/gate.yml) runs the steps in order; ``gate_nodes()`` turns what they registered
-into the ``nodes`` of ``health_report.build_report()``. Pure: ``hostvars`` is any mapping of
+into the ``nodes`` of ``report/decision.py``'s ``build_report()``. Pure: ``hostvars`` is any mapping of
 host name to a mapping of variables (Ansible's hostvars, or plain dicts in tests).
 """
 

@@ -87,6 +87,18 @@ class StepModule:
         raise StepFailed(self.name, msg, **kwargs)
 
 
+def step_result(answer, name):
+    """A step's own answer, from either shape a task registers it in: a node_steps call (the step's
+    answer under ``step_results``) or the step's own module (the answer itself). No answer (the task
+    never ran) reads as a skipped one, so ``is skipped`` holds for it."""
+    if not isinstance(answer, dict):
+        return {"skipped": True}
+    steps = answer.get("step_results")
+    if isinstance(steps, dict) and name in steps:
+        return steps[name]
+    return answer
+
+
 def no_log_values(spec, params):
     """The text of every value ``params`` holds for a ``no_log`` option of ``spec`` (suboptions too).
 

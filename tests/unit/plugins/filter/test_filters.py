@@ -79,3 +79,20 @@ def test_gate_pairs_refuses_a_partner_outside_the_inventory():
     assert gate_filter.gate_pairs(["n1"], hostvars)["hosts"] == ["n1"]
     with pytest.raises(AnsibleFilterError, match="raygate_num_gpus must be a whole number"):
         gate_filter.gate_decision("eight")
+
+
+def test_step_result_reads_both_shapes_and_a_missing_answer_as_skipped():
+    from ansible_collections.raygate.cluster.plugins.filter.steps import step_result
+
+    alone = {"changed": True, "pid": 4242}
+    together = {"changed": True, "step_results": {"ray_node": {"changed": False, "pid": 7}, "nccl_env": alone}}
+    assert step_result(alone, "ray_node") == alone
+    assert step_result(together, "ray_node") == {"changed": False, "pid": 7}
+    assert step_result(together, "nccl_env") is alone
+    # A node_steps call that did not run this step: its own answer, as the role read it before.
+    assert step_result(together, "ray_install") is together
+    assert step_result(None, "ray_firewall") == {"skipped": True}
+    skipped_task = {"skipped": True, "changed": False, "skip_reason": "Conditional result was False"}
+    assert step_result(skipped_task, "ray_install") is skipped_task
+    with pytest.raises(AnsibleFilterError, match="unknown step 'ray_nod'"):
+        step_result(alone, "ray_nod")

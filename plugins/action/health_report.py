@@ -18,6 +18,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
+from ansible_collections.raygate.cluster.plugins.plugin_utils import answers as an
 from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fleet
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
 from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision, prometheus, summary
@@ -37,6 +38,7 @@ NODE_SPEC = {
 ARGUMENT_SPEC = {
     "nodes": {"type": "list", "elements": "dict", "options": NODE_SPEC},
     "hosts": {"type": "list", "elements": "str"},
+    "answers": {"type": "dict"},
     "head": {"type": "str"},
     "head_address": {"type": "str"},
     "min_healthy": {"type": "int", "default": 1},
@@ -55,18 +57,20 @@ ARGUMENT_SPEC = {
 # nodes: the entries made by the caller; hosts: made here from what the gate left in hostvars.
 MUTUALLY_EXCLUSIVE = [["nodes", "hosts"]]
 REQUIRED_ONE_OF = [["nodes", "hosts"]]
-REQUIRED_BY = {"hosts": ["head"]}
+REQUIRED_BY = {"hosts": ["head", "answers"]}
 
 
-def left_entries(hosts, hostvars, head):
+def left_entries(hosts, hostvars, head, answers):
     """Report entries for nodes that left the run before the gate, from what they left in their
-    host variables: ``raygate_out`` ({status, task, error}) when the node did not answer at its
-    first contact, else the registered answer of the step that failed on it (failure_of); neither
-    when it stopped answering in a step that registers nothing."""
+    host variables (by the names in ``answers``): its out answer ({status, task, error}) when the
+    node did not answer at its first contact, else the registered answer of the step that failed on
+    it (failure_of); neither when it stopped answering in a step that registers nothing."""
     entries = []
+    if hosts:
+        answers = an.check(answers, ("out", "steps"))
     for host in hosts:
         hv = hostvars.get(host, {})
-        out = hv.get("raygate_out") or failure_of(hv)
+        out = hv.get(answers["out"]) or failure_of(hv, answers)
         out = out or {"status": "unreachable", "error": "stopped answering during the run"}
         error = str(out.get("error") or "no error recorded")
         entries.append(
@@ -91,6 +95,7 @@ def report_nodes(args, hostvars):
             args["hosts"],
             hostvars,
             args.get("head"),
+            args.get("answers"),
             args.get("head_address"),
             left_hosts=args["left_hosts"],
             pairs=args["pair_tests"],
@@ -99,7 +104,7 @@ def report_nodes(args, hostvars):
         nodes = list(args["nodes"])
     known = {node["host"] for node in nodes}
     left = [h for h in args["left_hosts"] if h not in known]
-    return nodes + left_entries(left, hostvars, args.get("head"))
+    return nodes + left_entries(left, hostvars, args.get("head"), args.get("answers"))
 
 
 def make_report(args, now, check_mode=False, hostvars=None):
@@ -122,7 +127,7 @@ def make_report(args, now, check_mode=False, hostvars=None):
         fleet_expect=args["fleet_expect"],
         breaker_threshold=args["breaker_threshold"],
         breaker_min_nodes=args["breaker_min_nodes"],
-        pairs=gate.pair_run(args["hosts"], hostvars) if args.get("hosts") is not None else None,
+        pairs=gate.pair_run(args["hosts"], hostvars, args["answers"]) if args.get("hosts") is not None else None,
     )
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
     rendered = report_files.render_files(report)

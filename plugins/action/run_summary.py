@@ -5,7 +5,7 @@
 
 """The last task of every raygate play: say which nodes are in and which are out, and why.
 
-Reads what each node's play left in its host variables (``raygate_run_ok``, ``raygate_out``),
+Reads what each node's play left in its host variables (by the names in ``answers``: run_ok, out),
 asks the SSH port of a node that left without a reason (in parallel, bounded), writes
 ``<dest>/<playbook>.json`` and fails the task when the result is no cluster, a failed gate or
 an unfinished teardown, so the exit status and the file tell the three outcomes apart.
@@ -16,9 +16,11 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.raygate.cluster.plugins.plugin_utils import answers as an
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
 from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
 
@@ -27,6 +29,7 @@ ARGUMENT_SPEC = {
     "playbook": {"type": "str", "required": True, "choices": sorted(rs.PLAYBOOKS)},
     "hosts": {"type": "list", "elements": "str", "required": True},
     "head": {"type": "str", "required": True},
+    "answers": {"type": "dict", "required": True},
     "gate_message": {"type": "str"},
     "dest": {"type": "path", "default": "artifacts/runs"},
     "probe_timeout": {"type": "float", "default": 5.0},
@@ -41,11 +44,15 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            answers = an.check(args["answers"], an.RUN)
+        except ValueError as exc:
+            raise AnsibleActionFail("run_summary: %s" % exc) from exc
         hostvars = (task_vars or {}).get("hostvars", {})
         hvs = {h: hostvars.get(h, {}) for h in args["hosts"]}
-        nodes = [self._node(h, hvs[h], args["head"]) for h in args["hosts"]]
+        nodes = [self._node(h, hvs[h], args["head"], answers) for h in args["hosts"]]
         silent = [n for n in nodes if not n["ok"] and not n["out"]]
-        gate = args["gate_message"] or rs.gate_message(hvs)
+        gate = args["gate_message"] or rs.gate_message(hvs, answers)
         summary = rs.summarize(args["playbook"], nodes, args["head"], self._probe(silent, args["probe_timeout"]), gate)
         if args["write"] and not self._task.check_mode:
             path = os.path.join(args["dest"], "%s.json" % args["playbook"])
@@ -58,14 +65,15 @@ class ActionModule(ActionBase):
         return result
 
     @staticmethod
-    def _node(host, hv, head):
-        out = hv.get("raygate_out") or (None if hv.get("raygate_run_ok") else rs.failure_of(hv))
+    def _node(host, hv, head, answers):
+        ok = bool(hv.get(answers["run_ok"]))
+        out = hv.get(answers["out"]) or (None if ok else rs.failure_of(hv, answers))
         return {
             "host": host,
             "role": "head" if host == head else "worker",
             "address": gate.host_address(hv, host),
             "port": int(hv.get("ansible_port") or 22),
-            "ok": bool(hv.get("raygate_run_ok")),
+            "ok": ok,
             "out": dict(out) if isinstance(out, dict) else None,
         }
 

@@ -10,15 +10,15 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
 
 
-def gate_pairs(play_hosts, hostvars, partner="", require_gdr=True, require_transport="", fabric="auto"):
-    """The health gate's pair-test plan (module_utils.gate.pair_plan)."""
+def gate_pairs(play_hosts, hostvars, answers=None, partner="", require_gdr=True, require_transport="", fabric="auto"):
+    """The health gate's pair-test plan (plugin_utils/gate_decision.py's pair_plan)."""
     if partner and partner not in hostvars:
         raise AnsibleFilterError("gate_pairs: the pair partner %r is not a host of the inventory" % partner)
     try:
         return gate.pair_plan(
-            list(play_hosts or []), hostvars, partner or "", require_gdr, require_transport or "", fabric
+            list(play_hosts or []), hostvars, answers, partner or "", require_gdr, require_transport or "", fabric
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("gate_pairs: %s" % exc) from exc
 
 

@@ -134,9 +134,10 @@ options:
   left_hosts:
     description:
       - Inventory hosts that left the run before the gate (they did not answer, or a step failed
-        on them). Each is reported V(unreachable) or V(failed) with the error it left in its host
-        variable C(raygate_out) (C({status, task, error})); a host without it stopped answering
-        during a step. Hosts already among the nodes (O(nodes), or made from O(hosts)) are ignored.
+        on them). Each is reported V(unreachable) or V(failed) with the error it left in its O(answers)
+        C(out) variable (C({status, task, error})), else in the first failed one of its C(steps); a host
+        with neither stopped answering during a step. Hosts already among the nodes (O(nodes), or made
+        from O(hosts)) are ignored.
     type: list
     elements: str
     default: []
@@ -152,23 +153,33 @@ options:
     description:
       - The play's hosts that ran the role's gate (C(ansible_play_hosts)), instead of O(nodes).
         The action makes each host's node, in this order, from what the gate left in its host
-        variables. Requires O(head).
-      - C(raygate_gate_status) (V(checked) or V(skipped)) and C(raygate_gate_address) (the node's
-        address) are required, a host without them fails the task; C(raygate_gate_skip_reason) is
-        why a skipped one was not re-checked.
-      - Its checks are those of the registered results C(raygate_gpu_health) (source
-        V(gpu_health)), C(raygate_nccl_single) (source V(nccl_test)) and the host's entry of
-        C(raygate_nccl_pairs.nodes), keyed by C(raygate_gate_address) (source V(nccl_pairs)); a
-        skipped task adds none. With O(pair_tests), a pair candidate (checked, C(raygate_gpu_health.healthy)
-        and, when it ran, C(raygate_nccl_single.healthy)) without an entry there gets a skipped
+        variables. Requires O(head) and O(answers).
+      - Read through the names in O(answers). The gate's status (V(checked) or V(skipped)) and address
+        are required, a host without them fails the task; the skip reason says why a skipped one was not
+        re-checked.
+      - Its checks are those of the registered results under O(answers) C(gpu_health) (source
+        V(gpu_health)) and C(nccl_single) (source V(nccl_test)) and the host's entry of the pair
+        result's C(nodes) (C(nccl_pairs)), keyed by its gate address (source V(nccl_pairs)); a
+        skipped task adds none. With O(pair_tests), a pair candidate (checked, its C(gpu_health) healthy
+        and, when it ran, its C(nccl_single) healthy) without an entry there gets a skipped
         V(nccl_pairs) check saying no other node was there to test the network with.
-      - Its fingerprint is C(raygate_gpu_health.fingerprint).
+      - Its fingerprint is its C(gpu_health) result's C(fingerprint).
       - Its role is V(head) for O(head), else V(worker).
       - When O(head) is neither in O(hosts) nor in O(left_hosts) (it is outside this run, for
         example with C(--limit)), it is reported V(skipped) as not re-checked, at O(head_address).
     type: list
     elements: str
     version_added: 0.4.0
+  answers:
+    description:
+      - The names of the variables a node's run leaves, by what they hold; required with O(hosts), and
+        for O(left_hosts). The raygate role passes its C(raygate_answers) (C(roles/raygate/vars/main.yml)).
+      - With O(hosts), C(gate_status), C(gate_address), C(gate_skip_reason), C(gpu_health), C(nccl_single)
+        and C(nccl_pairs).
+      - For O(left_hosts), C(out) (the host's C({status, task, error})) and C(steps), the registered
+        answers of the remote steps as C([variable, step]) pairs in the order they run.
+    type: dict
+    version_added: 0.5.0
   head:
     description:
       - Inventory host of the Ray head. Defaults to the node whose O(nodes[].role) is V(head).
@@ -274,6 +285,7 @@ EXAMPLES = r"""
     head: "{{ raygate_head_host }}"
     head_address: "{{ raygate_head_address }}"
     left_hosts: "{{ ansible_play_hosts_all | difference(ansible_play_hosts) }}"
+    answers: "{{ raygate_answers }}"
   delegate_to: localhost
   run_once: true
   register: raygate_health

@@ -46,6 +46,17 @@ options:
     description: Inventory name of the Ray head.
     type: str
     required: true
+  answers:
+    description:
+      - The names of the variables a node's run leaves, by what they hold; the raygate role passes its
+        C(raygate_answers) (C(roles/raygate/vars/main.yml)).
+      - C(run_ok) (true once the node got through the run), C(out) (C({status, task, error}) of a node that
+        left the run), C(health) (the health gate's verdict, M(raygate.cluster.health_report)'s result) and
+        C(steps), the registered answers of the remote steps as C([variable, step]) pairs in the order they run;
+        a node that left without an C(out) is reported by the first of them that failed or was unreachable.
+    type: dict
+    required: true
+    version_added: 0.5.0
   gate_message:
     description: The health gate's verdict when it failed (the head unhealthy, too few nodes).
     type: str
@@ -69,6 +80,7 @@ EXAMPLES = r"""
     playbook: site
     hosts: "{{ ansible_play_hosts_all }}"
     head: node1
+    answers: "{{ raygate_answers }}"
   delegate_to: localhost
   run_once: true
 """

@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The health gate's per-node input to the report, assembled from what the role's gate steps
-left in each host's variables (registered results and set_facts).
+left in each host's variables (registered results and set_facts), read by the names the caller
+gives in ``answers`` (plugin_utils/answers.py).
 
 The role (tasks/gate.yml) runs the steps in order; ``gate_nodes()`` turns what they registered
 into the ``nodes`` of ``report/decision.py``'s ``build_report()``. Pure: ``hostvars`` is any mapping of
@@ -17,23 +18,18 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-# Registered results whose ``checks`` go into the report, with the source each is tagged with.
-RESULTS = (("raygate_gpu_health", "gpu_health"), ("raygate_nccl_single", "nccl_test"))
-PAIRS_RESULT = "raygate_nccl_pairs"
+from ansible_collections.raygate.cluster.plugins.plugin_utils import answers as an
+
+# The answers whose ``checks`` go into the report, with the source each is tagged with.
+RESULTS = (("gpu_health", "gpu_health"), ("nccl_single", "nccl_test"))
 # What the gate's first steps set on every node it runs on.
-REQUIRED = ("raygate_gate_status", "raygate_gate_address")
+REQUIRED = ("gate_status", "gate_address")
 # Said in the report, so that a lone node's untested network is not mistaken for a tested one.
 NO_PAIR_DETAIL = (
     "no other node to run the network test with; set raygate_health_pair_partner to a member whose GPUs"
     " may run a short nccl-test"
 )
 OUTSIDE_RUN = "outside this run (--limit); not re-checked"
-
-
-def _result(hv, name):
-    """A registered result, or {} when it is absent or not a result."""
-    value = hv.get(name)
-    return value if isinstance(value, Mapping) else {}
 
 
 def tagged(checks, source):
@@ -46,7 +42,7 @@ def no_pair_check():
     return {"name": "nccl_pairs", "status": "skip", "source": "nccl_pairs", "detail": NO_PAIR_DETAIL}
 
 
-def node_checks(hv, address, pairs=True):
+def node_checks(hv, address, answers, pairs=True):
     """One node's checks: gpu_health's, then nccl_test's (single), then its pair result's.
 
     A skipped task registered no checks. The pair test runs once for all nodes (its result is
@@ -54,37 +50,37 @@ def node_checks(hv, address, pairs=True):
     pair tests (``pairs``), a pair candidate (pair_candidate) missing there gets ``no_pair_check()``.
     """
     checks = []
-    for name, source in RESULTS:
-        checks += tagged(_result(hv, name).get("checks"), source)
-    tested = _result(hv, PAIRS_RESULT).get("nodes")
+    for key, source in RESULTS:
+        checks += tagged(an.result(hv, answers[key]).get("checks"), source)
+    tested = an.result(hv, answers["nccl_pairs"]).get("nodes")
     tested = tested if isinstance(tested, Mapping) else {}
     if address in tested:
         checks += tagged((tested[address] or {}).get("checks"), "nccl_pairs")
-    elif pairs and pair_candidate(hv):
+    elif pairs and pair_candidate(hv, answers):
         checks.append(no_pair_check())
     return checks
 
 
-def gate_entry(host, hv, head, pairs=True):
+def gate_entry(host, hv, head, answers, pairs=True):
     """The report entry of one host that ran the gate, from its variables ``hv``.
 
     Its role is head when it is ``head``; skip_reason only when its status is skipped; its
     fingerprint is the one gpu_health registered (None when gpu_health did not run).
     Raises ValueError when the gate's first step did not run on it.
     """
-    missing = [name for name in REQUIRED if name not in hv]
+    missing = [answers[key] for key in REQUIRED if answers[key] not in hv]
     if missing:
         raise ValueError("host %s has no %s: the gate did not run on it" % (host, ", ".join(missing)))
-    status = str(hv["raygate_gate_status"])
-    address = hv["raygate_gate_address"]
+    status = str(hv[answers["gate_status"]])
+    address = hv[answers["gate_address"]]
     return {
         "host": host,
         "role": "head" if host == head else "worker",
         "address": str(address),
         "status": status,
-        "skip_reason": str(hv.get("raygate_gate_skip_reason") or "") if status == "skipped" else "",
-        "fingerprint": _result(hv, "raygate_gpu_health").get("fingerprint") or None,
-        "checks": node_checks(hv, address, pairs),
+        "skip_reason": str(hv.get(answers["gate_skip_reason"]) or "") if status == "skipped" else "",
+        "fingerprint": an.result(hv, answers["gpu_health"]).get("fingerprint") or None,
+        "checks": node_checks(hv, address, answers, pairs),
     }
 
 
@@ -105,7 +101,7 @@ def head_placeholder(head, address):
     }
 
 
-def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=(), pairs=True):
+def gate_nodes(hosts, hostvars, head, answers, head_address=None, left_hosts=(), pairs=True):
     """The report's ``nodes`` for the play's ``hosts`` (in that order), from ``hostvars``.
 
     Then, when ``head`` is neither among ``hosts`` nor ``left_hosts`` (it is outside this run),
@@ -113,11 +109,12 @@ def gate_nodes(hosts, hostvars, head, head_address=None, left_hosts=(), pairs=Tr
     the run are not made here (the action's ``left_entries``). Raises ValueError naming a host
     the gate did not run on.
     """
+    an.check(answers, an.GATE)
     nodes = []
     for host in hosts:
         if host not in hostvars:
             raise ValueError("host %s is not in the inventory" % host)
-        nodes.append(gate_entry(host, hostvars[host], head, pairs))
+        nodes.append(gate_entry(host, hostvars[host], head, answers, pairs))
     if head and head not in hosts and head not in left_hosts:
         if not head_address:
             head_address = host_address(hostvars[head] if head in hostvars else {}, head)
@@ -140,19 +137,20 @@ def _pair_test(test, names, planned):
     }
 
 
-def pair_run(hosts, hostvars):
+def pair_run(hosts, hostvars, answers):
     """What the pair nccl-tests of this run did, for the report: ``{planned_rounds, rounds,
     retest_phases, tests}``, or None when none ran (no result, or the task was skipped).
 
-    Read from the first of ``hosts`` that carries the run-once result ``raygate_nccl_pairs``
+    Read from the first of ``hosts`` that carries the run-once pair result (``answers["nccl_pairs"]``)
     (every host of the play does). ``rounds`` counts the rounds and retest phases that ran (a
     retest phase is numbered after the planned rounds); each test says its round, its phase
     (round or retest), its hosts (inventory names where the address is a host's
-    ``raygate_gate_address``, else the address), addresses, verdict, bus bandwidth and transport.
+    gate address, else the address), addresses, verdict, bus bandwidth and transport.
     """
+    an.check(answers, an.GATE)
     result = {}
     for host in hosts:
-        result = _result(hostvars.get(host) or {}, PAIRS_RESULT)
+        result = an.result(hostvars.get(host) or {}, answers["nccl_pairs"])
         if result:
             break
     tests = result.get("tests")
@@ -160,7 +158,7 @@ def pair_run(hosts, hostvars):
         return None
     names = {}
     for host in hosts:
-        address = (hostvars.get(host) or {}).get("raygate_gate_address")
+        address = (hostvars.get(host) or {}).get(answers["gate_address"])
         if address:
             names.setdefault(str(address), host)
     planned = len(result.get("rounds") or [])
@@ -184,20 +182,20 @@ def pair_transport(fabric, require_gdr=True, wanted=""):
     return "GDRDMA" if require_gdr else "no_socket"
 
 
-def pair_candidate(hv):
+def pair_candidate(hv, answers):
     """Whether a host goes on to the pair tests: the gate checked it, its GPUs are healthy and its
     single-node nccl-test, when that ran (not skipped: raygate_health_nccl off), passed."""
-    if hv.get("raygate_gate_status") != "checked":
+    if hv.get(answers["gate_status"]) != "checked":
         return False
-    if not _result(hv, "raygate_gpu_health").get("healthy"):
+    if not an.result(hv, answers["gpu_health"]).get("healthy"):
         return False
-    single = _result(hv, "raygate_nccl_single")
+    single = an.result(hv, answers["nccl_single"])
     if not single or single.get("skipped"):
         return True
     return bool(single.get("healthy"))
 
 
-def pair_plan(play_hosts, hostvars, partner="", require_gdr=True, require_transport="", default_fabric="auto"):
+def pair_plan(play_hosts, hostvars, answers, partner="", require_gdr=True, require_transport="", default_fabric="auto"):
     """Who runs the pair tests, from where and judged how.
 
     ``play_hosts``: the hosts still in the play, in order; a host takes part when pair_candidate
@@ -207,12 +205,13 @@ def pair_plan(play_hosts, hostvars, partner="", require_gdr=True, require_transp
     known_good, fabric, require_transport}`` (``args``: the last four, as nccl_test's options):
     ``hosts`` are addresses (partner last); fewer than two means there is nothing to pair.
     """
-    candidates = [h for h in play_hosts if pair_candidate(hostvars[h])]
+    an.check(answers, an.GATE)
+    candidates = [h for h in play_hosts if pair_candidate(hostvars[h], answers)]
     known_good = []
     if partner and candidates and partner not in candidates:
         known_good = [host_address(hostvars[partner], partner) if partner in hostvars else partner]
     launcher = candidates[0] if candidates else (play_hosts[0] if play_hosts else None)
-    found = ((hostvars[launcher].get("raygate_gpu_health") or {}) if launcher else {}).get("fabric") or {}
+    found = (an.result(hostvars[launcher], answers["gpu_health"]) if launcher else {}).get("fabric") or {}
     fabric = found.get("fabric") or default_fabric
     args = {
         "hosts": [host_address(hostvars[h], h) for h in candidates] + known_good,

@@ -4,7 +4,8 @@
 
 """The end of every raygate play: which nodes are in, which are out and why, and the result.
 
-Pure functions over what each node's play left behind (``raygate_run_ok``, ``raygate_out``);
+Pure functions over what each node's play left behind (its run_ok and out answers, by the names
+the caller gives: plugin_utils/answers.py);
 the action plugin ``raygate.cluster.run_summary`` adds a connection probe for nodes that left
 without saying why, writes the JSON and turns the result into the play's exit status.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import socket
 import time
+
+from ansible_collections.raygate.cluster.plugins.plugin_utils import answers as an
 
 # What each playbook promises: the head is needed for a cluster (site, scale, upgrade), or
 # every node must be done (teardown, remove_node: a later run finishes the job).
@@ -31,26 +34,12 @@ OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped")
 FAILING = ("no_cluster", "gate_failed", "incomplete", "failed")
 
 
-# The registered answers of the role's remote steps, and the step each belongs to: a node whose
-# step failed (or stopped answering) leaves the play at once, its answer still registered.
-STEP_RESULTS = (
-    ("raygate_preflight_call", "preflight"),
-    ("raygate_install_call", "install"),
-    # site.yml's one call for both (node_steps): its message names the step that failed.
-    ("raygate_configure_call", "NCCL environment and firewall"),
-    ("raygate_env_call", "NCCL environment"),
-    ("raygate_firewall_call", "firewall"),
-    ("raygate_gpu_health", "GPU checks"),
-    ("raygate_nccl_single", "nccl-tests"),
-    ("raygate_node_call", "Ray node"),
-)
-
-
-def failure_of(hostvars):
-    """``{status, task, error}`` from the first registered step answer that failed or was
-    unreachable, or None. Only for a node that did not get through the run: one that did may
-    carry an answer a step ignored on purpose (ignore_errors)."""
-    for name, step in STEP_RESULTS:
+def failure_of(hostvars, answers):
+    """``{status, task, error}`` from the first registered step answer (``answers["steps"]``: the
+    role's [variable, step] pairs, in run order) that failed or was unreachable, or None. Only for a
+    node that did not get through the run: one that did may carry an answer a step ignored on
+    purpose (ignore_errors)."""
+    for name, step in an.check(answers, ("steps",))["steps"]:
         answer = hostvars.get(name)
         if not isinstance(answer, dict) or answer.get("skipped"):
             continue
@@ -60,10 +49,11 @@ def failure_of(hostvars):
     return None
 
 
-def gate_message(hostvars_by_host):
-    """The health gate's verdict message when it failed on this run, else None."""
+def gate_message(hostvars_by_host, answers):
+    """The health gate's verdict message (``answers["health"]``) when it failed on this run, else None."""
+    name = an.check(answers, ("health",))["health"]
     for hv in hostvars_by_host.values():
-        health = hv.get("raygate_health")
+        health = hv.get(name)
         if isinstance(health, dict) and health.get("ok") is False and health.get("message"):
             return str(health["message"])
     return None

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
+from role_answers import ANSWERS
 
 from ansible_collections.raygate.cluster.plugins.action import health_report as action
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
@@ -32,6 +33,8 @@ def nodes():
 
 
 def run_action(args, check_mode=False):
+    # The role's names for what each node left (raygate_answers), as the role passes them.
+    args = dict(args, answers=args.get("answers", ANSWERS))
     plugin = plugin_for(action, "raygate.cluster.health_report", args, check_mode)
     return plugin.run(task_vars={})
 
@@ -155,7 +158,7 @@ def test_the_roles_shape_is_accepted(tmp_path):
 
 def test_left_entries_an_unreachable_node_keeps_its_status_and_task():
     hv = {"node4": {"raygate_out": {"status": "unreachable", "task": "preflight", "error": "ssh timed out"}}}
-    [entry] = action.left_entries(["node4"], hv, "node1")
+    [entry] = action.left_entries(["node4"], hv, "node1", answers=ANSWERS)
     assert entry == {
         "host": "node4",
         "role": "worker",
@@ -168,25 +171,25 @@ def test_left_entries_an_unreachable_node_keeps_its_status_and_task():
 
 def test_left_entries_a_failed_node_stays_failed():
     hv = {"node4": {"raygate_out": {"status": "failed", "task": "install ray", "error": "pip exited 1"}}}
-    [entry] = action.left_entries(["node4"], hv, "node1")
+    [entry] = action.left_entries(["node4"], hv, "node1", answers=ANSWERS)
     assert (entry["status"], entry["error"]) == ("failed", "install ray: pip exited 1")
 
 
 @pytest.mark.parametrize("status", ["unhealthy", "stopped", "bogus", None])
 def test_left_entries_any_other_status_is_failed(status):
     hv = {"node4": {"raygate_out": {"status": status, "task": "", "error": "it broke"}}}
-    [entry] = action.left_entries(["node4"], hv, "node1")
+    [entry] = action.left_entries(["node4"], hv, "node1", answers=ANSWERS)
     assert (entry["status"], entry["error"]) == ("failed", "it broke")
 
 
 def test_left_entries_an_out_without_error_says_so():
     hv = {"node4": {"raygate_out": {"status": "failed", "task": "ray start"}}}
-    assert action.left_entries(["node4"], hv, "node1")[0]["error"] == "ray start: no error recorded"
+    assert action.left_entries(["node4"], hv, "node1", answers=ANSWERS)[0]["error"] == "ray start: no error recorded"
 
 
 @pytest.mark.parametrize("hv", [{}, {"node4": {}}, {"node4": {"raygate_out": None}}])
 def test_left_entries_a_node_without_raygate_out_stopped_answering(hv):
-    [entry] = action.left_entries(["node4"], hv, "node1")
+    [entry] = action.left_entries(["node4"], hv, "node1", answers=ANSWERS)
     assert (entry["status"], entry["error"]) == ("unreachable", "stopped answering during the run")
 
 
@@ -199,17 +202,17 @@ def test_left_entries_a_node_without_raygate_out_stopped_answering(hv):
     ],
 )
 def test_left_entries_address(hv, address):
-    assert action.left_entries(["node4"], {"node4": hv}, "node1")[0]["address"] == address
+    assert action.left_entries(["node4"], {"node4": hv}, "node1", answers=ANSWERS)[0]["address"] == address
 
 
 def test_left_entries_roles_and_order():
-    entries = action.left_entries(["node3", "node1"], {}, "node1")
+    entries = action.left_entries(["node3", "node1"], {}, "node1", answers=ANSWERS)
     assert [(e["host"], e["role"]) for e in entries] == [("node3", "worker"), ("node1", "head")]
 
 
 def run_action_with_hostvars(args, hostvars):
     task = MagicMock()
-    task.args = args
+    task.args = dict(args, answers=args.get("answers", ANSWERS))
     task.check_mode = False
     task.async_val = 0
     task.action = "raygate.cluster.health_report"

@@ -5,6 +5,7 @@ import json
 import pytest
 from action_harness import plugin_for
 from ansible.errors import AnsibleActionFail
+from role_answers import ANSWERS
 
 from ansible_collections.raygate.cluster.plugins.action import run_summary as action
 from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
@@ -21,6 +22,8 @@ def hostvars():
 
 
 def run_action(args, hv, check_mode=False):
+    # The role's names for what each node left (raygate_answers), as the role passes them.
+    args = dict(args, answers=args.get("answers", ANSWERS))
     plugin = plugin_for(action, "raygate.cluster.run_summary", args, check_mode)
     return plugin.run(task_vars={"hostvars": hv})
 

@@ -1,5 +1,6 @@
 import pytest
 from ansible.errors import AnsibleFilterError
+from role_answers import ANSWERS
 
 from ansible_collections.raygate.cluster.plugins.filter.node_labels import health_labels
 from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
@@ -75,8 +76,8 @@ def test_gate_pairs_refuses_a_partner_outside_the_inventory():
 
     hostvars = {"n1": {"raygate_gate_status": "checked", "raygate_gpu_health": {"healthy": True}}}
     with pytest.raises(AnsibleFilterError, match="pair partner 'ghost'"):
-        gate_filter.gate_pairs(["n1"], hostvars, partner="ghost")
-    assert gate_filter.gate_pairs(["n1"], hostvars)["hosts"] == ["n1"]
+        gate_filter.gate_pairs(["n1"], hostvars, partner="ghost", answers=ANSWERS)
+    assert gate_filter.gate_pairs(["n1"], hostvars, answers=ANSWERS)["hosts"] == ["n1"]
     with pytest.raises(AnsibleFilterError, match="raygate_num_gpus must be a whole number"):
         gate_filter.gate_decision("eight")
 

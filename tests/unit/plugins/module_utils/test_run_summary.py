@@ -4,6 +4,7 @@ import json
 import socket
 
 import pytest
+from role_answers import ANSWERS
 
 from ansible_collections.raygate.cluster.plugins.plugin_utils import run_summary as rs
 
@@ -264,17 +265,22 @@ def test_failure_of_takes_the_step_that_failed():
         "raygate_install_call": {"failed": True, "msg": "node3: not enough space"},
         "raygate_node_call": {"skipped": True},
     }
-    assert rs.failure_of(hv) == {"status": "failed", "task": "install", "error": "node3: not enough space"}
+    assert rs.failure_of(hv, answers=ANSWERS) == {
+        "status": "failed",
+        "task": "install",
+        "error": "node3: not enough space",
+    }
 
 
 def test_failure_of_reports_unreachable_and_ignores_clean_answers():
     assert (
-        rs.failure_of({"raygate_node_call": {"unreachable": True, "msg": "ssh: no route"}})["status"] == "unreachable"
+        rs.failure_of({"raygate_node_call": {"unreachable": True, "msg": "ssh: no route"}}, answers=ANSWERS)["status"]
+        == "unreachable"
     )
-    assert rs.failure_of({"raygate_node_call": {"changed": True}, "other": {"failed": True}}) is None
+    assert rs.failure_of({"raygate_node_call": {"changed": True}, "other": {"failed": True}}, answers=ANSWERS) is None
 
 
 def test_gate_message_finds_a_failed_verdict_only():
-    assert rs.gate_message({"n1": {"raygate_health": {"ok": True, "message": "passed"}}}) is None
+    assert rs.gate_message({"n1": {"raygate_health": {"ok": True, "message": "passed"}}}, answers=ANSWERS) is None
     failed = {"n1": {}, "n2": {"raygate_health": {"ok": False, "message": "health gate failed: head n1 is unhealthy"}}}
-    assert rs.gate_message(failed) == "health gate failed: head n1 is unhealthy"
+    assert rs.gate_message(failed, answers=ANSWERS) == "health gate failed: head n1 is unhealthy"

@@ -1,0 +1,43 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Where a node's run leaves its answers: the names of the role's variables, given by the caller.
+
+The controller's plugins (the health_report and run_summary actions, the gate_pairs filter) read
+each node's registered results and facts through these names only. The role states them once
+(``raygate_answers`` in roles/raygate/vars/main.yml) and passes them as the ``answers`` argument,
+so no Python file knows what the role calls its variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# What run_summary needs, and what the gate needs (health_report and gate_pairs).
+RUN = ("run_ok", "out", "health", "steps")
+GATE = ("gate_status", "gate_address", "gate_skip_reason", "gpu_health", "nccl_single", "nccl_pairs")
+WHERE = "the raygate role passes raygate_answers (roles/raygate/vars/main.yml)"
+
+
+def check(answers, keys):
+    """``answers`` when it names a variable for every one of ``keys``; else ValueError saying which."""
+    if not isinstance(answers, Mapping):
+        raise ValueError(
+            "answers must be a dict of the variable names a node's run leaves, not %r; %s" % (answers, WHERE)
+        )
+    missing = [key for key in keys if not answers.get(key)]
+    if missing:
+        raise ValueError("answers names no variable for %s; %s" % (", ".join(missing), WHERE))
+    if "steps" in keys:
+        steps = answers["steps"]
+        if not isinstance(steps, list) or not all(isinstance(s, (list, tuple)) and len(s) == 2 for s in steps):
+            raise ValueError("answers.steps must be a list of [variable, step] pairs, not %r; %s" % (steps, WHERE))
+    return answers
+
+
+def result(hv, name):
+    """The registered result ``hv[name]``, or {} when it is absent or not a result."""
+    value = hv.get(name)
+    return value if isinstance(value, Mapping) else {}

@@ -103,6 +103,12 @@ nodes:
   elements: dict
   sample: [{node_id: 3f1c, ip: 10.0.0.1, name: 10.0.0.1, is_head: true, state: ALIVE,
             resources: {CPU: 2.0, GPU: 8.0}, labels: {}}]
+alive_gpus:
+  description: Each alive node's address and the GPUs it offers, for a node to look itself up in once.
+  returned: always
+  type: dict
+  sample: {10.0.0.1: 8.0, 10.0.0.2: 8.0}
+  version_added: 0.5.0
 alive_nodes:
   description: Number of alive nodes.
   returned: always

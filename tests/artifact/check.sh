@@ -15,7 +15,7 @@ importer_venv=$root/.build/importer-venv
 GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
   health_report node_steps run_summary slurm_gate gcs_redis)
-FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result)
+FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member)
 PLAYBOOKS=(site health teardown)
 
 tmp=$(mktemp -d)

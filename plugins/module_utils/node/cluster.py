@@ -72,6 +72,7 @@ def summarize(payload, expected=(), wait_nodes=0, wait_gpus=0):
     return {
         "reachable": payload is not None,
         "nodes": alive,
+        "alive_gpus": {str(n["ip"]): float(n["resources"].get("GPU", 0)) for n in alive},
         "alive_nodes": len(alive),
         "total_gpus": gpus,
         "total_cpus": cpus,
@@ -79,6 +80,16 @@ def summarize(payload, expected=(), wait_nodes=0, wait_gpus=0):
         "complete": complete,
         "targets": {"nodes": wait_nodes, "gpus": wait_gpus},
     }
+
+
+def is_member(summary, address, gpus=0):
+    """Whether the node at ``address`` is a working member in ``summary`` (what summarize() answered):
+    alive in the head's list with the ``gpus`` it should offer. One look-up in ``alive_gpus``, so every
+    node of a large cluster can judge itself against the same answer."""
+    if not isinstance(summary, dict) or not summary.get("reachable"):
+        return False
+    offered = (summary.get("alive_gpus") or {}).get(str(address))
+    return offered is not None and float(offered) == float(gpus or 0)
 
 
 def _num(value):

@@ -1,4 +1,9 @@
-from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import node_rows, summarize, waiting_message
+from ansible_collections.raygate.cluster.plugins.module_utils.node.cluster import (
+    is_member,
+    node_rows,
+    summarize,
+    waiting_message,
+)
 
 
 def api(*rows):
@@ -49,3 +54,26 @@ def test_unreachable():
 def test_node_rows_tolerates_junk():
     assert node_rows(None) == []
     assert node_rows({"data": {"result": "oops"}}) == []
+
+
+def test_a_member_is_alive_with_the_gpus_it_should_offer():
+    rows = api(row("198.18.0.11", head=True), row("198.18.0.12", gpus=4), row("198.18.0.13", state="DEAD"))
+    s = summarize(rows, EXPECTED, 2, 16)
+    assert s["alive_gpus"] == {"198.18.0.11": 8.0, "198.18.0.12": 4.0}
+    assert is_member(s, "198.18.0.11", 8) and is_member(s, "198.18.0.11", "8")
+    assert not is_member(s, "198.18.0.12", 8)  # listed with fewer GPUs: started again
+    assert not is_member(s, "198.18.0.13", 8)  # dead
+    assert not is_member(s, "198.18.0.14", 0)  # not listed at all
+    assert not is_member(summarize(None, EXPECTED), "198.18.0.11", 8)  # the head did not answer
+
+
+def test_the_ray_member_filter_says_what_is_wrong_with_a_gpu_count():
+    import pytest
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.raygate.cluster.plugins.filter.cluster import ray_member
+
+    s = summarize(api(row("198.18.0.11", head=True)), EXPECTED)
+    assert ray_member(s, "198.18.0.11", 8.0) is True
+    with pytest.raises(AnsibleFilterError, match="GPU count must be a number"):
+        ray_member(s, "198.18.0.11", "eight")

@@ -8,8 +8,13 @@ import pytest
 import yaml
 from harness import run_case
 
+from ansible_collections.raygate.cluster.plugins.module_utils.node import config as node_config
+from ansible_collections.raygate.cluster.plugins.module_utils.node import labels as nl
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import session as node_session
+from ansible_collections.raygate.cluster.plugins.module_utils.node import stop as node_stop
+from ansible_collections.raygate.cluster.plugins.module_utils.node import unit as node_unit
 from ansible_collections.raygate.cluster.plugins.modules import ray_node
 
 HELP = """Usage: ray start [OPTIONS]
@@ -43,7 +48,7 @@ def no_ray_here(monkeypatch):
 @pytest.fixture(autouse=True)
 def no_gcs_connection(monkeypatch):
     """No test reaches a real GCS: without a patch of its own, a head's GCS does not answer."""
-    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: "Connection refused (test)")
+    monkeypatch.setattr(node_session.Session, "gcs_answers", lambda self, plan: "Connection refused (test)")
 
 
 def base_args(tmp, role="head", **over):
@@ -176,7 +181,7 @@ def test_worker_args_point_at_the_head_and_skip_head_flags(tmp_path):
     node = node_step.Node(Stub())
     from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
-    args, dropped = node.start_args(pp.build_plan({}), None)
+    args, dropped = node.command.args(pp.build_plan({}), None)
     assert args[2] == "--address=198.18.0.11:6379"
     head_only = ("--port=", "--dashboard-port", "--dashboard-host", "--ray-client", "--temp-dir")
     assert not any(a.startswith(head_only) for a in args)
@@ -189,7 +194,7 @@ def render(tmp_path):
     ray.write_text("#!/bin/sh\n")
     ray.chmod(0o755)
     cmd = [str(ray), "start", "--head", "--port=6379", '--resources={"a b":1}']
-    return node_step.render_unit(
+    return node_unit.render_unit(
         "head", cmd, ["/etc/raygate/ray.env", "/etc/raygate/nccl.env"], venv_bin="/opt/raygate/ray-2.60.0-py3.11/bin"
     )
 
@@ -340,7 +345,7 @@ def test_stop_terminates_raylet_then_the_rest_then_the_gcs(tmp_path, monkeypatch
     run_case({"args": base_args(tmp_path, state="stopped"), "expect": {"changed": True}}, ray_node.main, tmp_path,
              monkeypatch)  # fmt: skip
     assert [name for name, sig in sent] == ["raylet", "python", "gcs_server"]
-    assert all(sig == node_step.signal.SIGTERM for name, sig in sent)
+    assert all(sig == node_stop.signal.SIGTERM for name, sig in sent)
 
 
 def worker_with_raylet(monkeypatch, on_kill=None):
@@ -475,7 +480,7 @@ def test_head_whose_gcs_does_not_answer_is_started_again(tmp_path, monkeypatch):
     alive, sent = worker_with_raylet(monkeypatch)
     alive[1] = "gcs_server"
     restartable(monkeypatch)
-    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: "Connection refused")
+    monkeypatch.setattr(node_session.Session, "gcs_answers", lambda self, plan: "Connection refused")
     case = {"args": base_args(tmp_path), "expect": {"changed": True, "restarted": True},
             "warnings_contain": ["its GCS does not answer", "Connection refused"]}  # fmt: skip
     run_case(case, ray_node.main, tmp_path, monkeypatch)
@@ -486,7 +491,7 @@ def test_head_whose_gcs_answers_is_left_alone(tmp_path, monkeypatch):
     fake_venv(tmp_path)
     alive, sent = worker_with_raylet(monkeypatch)
     alive[1] = "gcs_server"
-    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: None)
+    monkeypatch.setattr(node_session.Session, "gcs_answers", lambda self, plan: None)
     monkeypatch.setattr(node_step.Node, "run", lambda self, args, **kw: (0, HELP if "--help" in args else "", ""))
     case = {"args": base_args(tmp_path), "check_mode": True, "expect": {"changed": False, "restarted": False},
             "warnings_contain": ["not started by raygate"]}  # fmt: skip
@@ -568,10 +573,10 @@ def test_unit_keeps_the_config_hash_for_after_a_reboot(tmp_path, monkeypatch):
     node.unit_path = str(tmp_path / "units" / "raygate-ray.service")
     os.makedirs(tmp_path / "units")
     with open(node.unit_path, "w") as unit:
-        unit.write(node_step.render_unit("worker", ["/x/ray", "start"], [], config_hash="0123abcd"))
-    assert node.recorded() == {"config_hash": "0123abcd", "role": "worker"}
+        unit.write(node_unit.render_unit("worker", ["/x/ray", "start"], [], config_hash="0123abcd"))
+    assert node_config.NodeConfig(node).recorded() == {"config_hash": "0123abcd", "role": "worker"}
     node.p["supervisor"] = "process"
-    assert node.recorded() == {}
+    assert node_config.NodeConfig(node).recorded() == {}
 
 
 def test_systemd_supervisor_without_systemd_fails_before_anything(tmp_path, monkeypatch):
@@ -586,8 +591,8 @@ def test_systemd_supervisor_without_systemd_fails_before_anything(tmp_path, monk
 
 # ---- status labels: the node's state, never its configuration -----------------------------
 
-OLD_CHECK = node_step.nl.health("pass", 1785283200, "d88dcaf0b538")  # 2026-07-29
-NEW_CHECK = node_step.nl.health("warn", 1785369600, "d88dcaf0b538")  # 2026-07-30
+OLD_CHECK = nl.health("pass", 1785283200, "d88dcaf0b538")  # 2026-07-29
+NEW_CHECK = nl.health("warn", 1785369600, "d88dcaf0b538")  # 2026-07-30
 
 
 def labelled_worker(tmp_path, **over):
@@ -630,7 +635,7 @@ def test_status_labels_join_the_labels_file_ray_starts_with(tmp_path, monkeypatc
     labels, text = labels_file(tmp_path)
     assert labels == dict(OLD_CHECK, rack="r1")
     assert all(isinstance(value, str) for value in labels.values())  # Ray refuses other types
-    assert node_step.nl.status_from_file(text) == OLD_CHECK
+    assert nl.status_from_file(text) == OLD_CHECK
 
 
 def test_status_labels_alone_pass_the_labels_file(tmp_path, monkeypatch):
@@ -683,7 +688,7 @@ def test_a_restarted_node_keeps_its_status_labels_unless_new_ones_are_given(tmp_
             "expect": {"changed": True, "restarted": True, "status_labels": {}}}  # fmt: skip
     run_case(case, ray_node.main, tmp_path, monkeypatch)
     labels, text = labels_file(tmp_path)
-    assert labels == {"rack": "r1"} and node_step.nl.status_from_file(text) == {}
+    assert labels == {"rack": "r1"} and nl.status_from_file(text) == {}
 
 
 def test_a_stopped_node_starts_again_with_the_status_labels_of_its_last_start(tmp_path, monkeypatch):

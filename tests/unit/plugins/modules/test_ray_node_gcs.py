@@ -11,8 +11,11 @@ from ansible.module_utils.testing import patch_module_args
 from harness import run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils import files
+from ansible_collections.raygate.cluster.plugins.module_utils.node import gcs_store
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import session as node_session
+from ansible_collections.raygate.cluster.plugins.module_utils.node import unit as node_unit
 from ansible_collections.raygate.cluster.plugins.modules import node_steps, ray_node
 
 HELP = "Usage: ray start [OPTIONS]\n  --node-ip-address TEXT\n  --port INTEGER\n  --head\n  --disable-usage-stats\n"
@@ -23,7 +26,7 @@ VERSION_DIR = "ray-2.60.0-py3.11"
 @pytest.fixture(autouse=True)
 def no_ray_here(monkeypatch):
     monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [])
-    monkeypatch.setattr(node_step.Node, "gcs_answers", lambda self, plan: "Connection refused (test)")
+    monkeypatch.setattr(node_session.Session, "gcs_answers", lambda self, plan: "Connection refused (test)")
 
 
 @pytest.fixture
@@ -91,11 +94,11 @@ def test_redis_head_gets_address_namespace_and_the_password_only_at_launch(tmp_p
     assert launch["env"]["RAY_external_storage_namespace"] == "raygate-0a1b2c-" + VERSION_DIR
     assert launch["env"]["RAY_gcs_rpc_server_reconnect_timeout_s"] == "300"
     # What is returned and what is written in plain files name the variable, never the password.
-    assert node_step.REDIS_PASSWORD_ARG in result["command"]
+    assert gcs_store.REDIS_PASSWORD_ARG in result["command"]
     assert PASSWORD not in json.dumps(result)
     assert PASSWORD not in (tmp_path / "etc" / "ray.env").read_text()
     secret = tmp_path / "etc" / node_step.GCS_SECRET_FILE
-    assert files.parse_env(secret.read_text()) == {node_step.REDIS_PASSWORD_VAR: PASSWORD}
+    assert files.parse_env(secret.read_text()) == {gcs_store.REDIS_PASSWORD_VAR: PASSWORD}
     assert oct(secret.stat().st_mode & 0o777) == "0o600"
     assert result["gcs_storage"] == {
         "backend": "redis",
@@ -106,7 +109,7 @@ def test_redis_head_gets_address_namespace_and_the_password_only_at_launch(tmp_p
 
 def test_systemd_unit_reads_the_password_from_the_secret_file(tmp_path, monkeypatch, launched):
     monkeypatch.setattr(files, "systemd_booted", lambda: True)
-    monkeypatch.setattr(node_step.Node, "supervised_ok", lambda self: True)
+    monkeypatch.setattr(node_unit.Unit, "supervised_ok", lambda self: True)
     run_case({"args": args(tmp_path, supervisor="systemd"), "expect": {"changed": True}}, ray_node.main, tmp_path,
              monkeypatch)  # fmt: skip
     unit = (tmp_path / "units" / "raygate-ray.service").read_text()
@@ -176,10 +179,10 @@ def test_a_new_password_changes_the_configuration(tmp_path):
 
     Stub.params.update(args(tmp_path))
     plan = node_step.pp.build_plan()
-    one = node_step.Node(Stub()).config_hash(plan, {})
-    assert node_step.Node(Stub()).config_hash(plan, {}) == one
+    one = node_step.Node(Stub()).config.hash(plan, {})
+    assert node_step.Node(Stub()).config.hash(plan, {}) == one
     Stub.params["redis_password"] = "another-one"
-    assert node_step.Node(Stub()).config_hash(plan, {}) != one
+    assert node_step.Node(Stub()).config.hash(plan, {}) != one
 
 
 def test_node_steps_passes_the_password_and_the_json_never_shows_it(tmp_path, monkeypatch, launched, capsys):
@@ -206,7 +209,7 @@ def test_node_steps_refuses_a_password_nested_in_ray_node(tmp_path, monkeypatch,
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
 def test_head_unit_with_the_password_variable_passes_systemd_analyze_verify(tmp_path, monkeypatch, launched):
     monkeypatch.setattr(files, "systemd_booted", lambda: True)
-    monkeypatch.setattr(node_step.Node, "supervised_ok", lambda self: True)
+    monkeypatch.setattr(node_unit.Unit, "supervised_ok", lambda self: True)
     run_case({"args": args(tmp_path, supervisor="systemd"), "expect": {"changed": True}}, ray_node.main, tmp_path,
              monkeypatch)  # fmt: skip
     path = tmp_path / "units" / "raygate-ray.service"

@@ -31,6 +31,7 @@ author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
   - raygate.cluster.attributes
+  - raygate.cluster.port_plan
 attributes:
   check_mode:
     support: full
@@ -66,30 +67,6 @@ options:
     type: str
     choices: [head, worker]
     default: worker
-  ports:
-    description:
-      - Port plan overrides, by name, exactly as for M(raygate.cluster.ray_node). Unset ones keep
-        the defaults.
-    type: dict
-    default: {}
-  port_offset:
-    description: Added to every port, for a second cluster on the same hosts (as in M(raygate.cluster.ray_node)).
-    type: int
-    default: 0
-  plan:
-    description:
-      - The whole port plan, computed once on the controller (M(raygate.cluster.validate_inventory)
-        returns it as RV(raygate.cluster.validate_inventory#module:cluster.plan); the role passes it), one
-        port per key of O(ports), the worker range included.
-      - When given, the module takes it as data instead of building it again from O(ports) and
-        O(port_offset), which must then stay unset. The node still checks what only it can see (the
-        kernel's ephemeral range and ports already taken).
-    type: dict
-    version_added: 0.5.0
-  min_worker_ports:
-    description: The smallest acceptable size of the worker port range (as in M(raygate.cluster.ray_node)).
-    type: int
-    default: 64
   sources:
     description:
       - Addresses or CIDR networks allowed to reach every plan port of this node, normally

@@ -32,6 +32,7 @@ author:
   - raygate maintainers (@raygate)
 extends_documentation_fragment:
   - raygate.cluster.attributes
+  - raygate.cluster.port_plan
 attributes:
   check_mode:
     support: full
@@ -63,32 +64,6 @@ options:
     description: The Ray virtualenv (normally the C(current) link of M(raygate.cluster.ray_install)).
     type: path
     default: /opt/raygate/current
-  ports:
-    description:
-      - Port plan overrides, by name (V(gcs), V(dashboard), V(client_server), V(node_manager),
-        V(object_manager), V(dashboard_agent_listen), V(dashboard_agent_grpc),
-        V(runtime_env_agent), V(metrics_export), V(autoscaler_metric), V(dashboard_metric),
-        V(min_worker), V(max_worker)). Unset ones keep the defaults.
-    type: dict
-    default: {}
-  port_offset:
-    description: Added to every port, for a second cluster on the same hosts.
-    type: int
-    default: 0
-  plan:
-    description:
-      - The whole port plan, computed once on the controller (M(raygate.cluster.validate_inventory)
-        returns it as RV(raygate.cluster.validate_inventory#module:cluster.plan); the role passes it), one
-        port per key of O(ports), the worker range included.
-      - When given, the module takes it as data instead of building it again from O(ports) and
-        O(port_offset), which must then stay unset. The node still checks what only it can see (the
-        kernel's ephemeral range and ports already taken).
-    type: dict
-    version_added: 0.5.0
-  min_worker_ports:
-    description: The smallest acceptable size of the worker port range.
-    type: int
-    default: 64
   num_cpus:
     description: CPUs this node offers to Ray (C(--num-cpus)). Always pass it; Ray otherwise reports the whole host.
     type: int

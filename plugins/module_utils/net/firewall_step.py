@@ -341,10 +341,6 @@ ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
     backend=dict(type="str", choices=["auto", "nftables", "firewalld", "ufw"], default="auto"),
     role=dict(type="str", choices=["head", "worker"], default="worker"),
-    ports=dict(type="dict", default={}),
-    port_offset=dict(type="int", default=0),
-    plan=dict(type="dict"),
-    min_worker_ports=dict(type="int", default=64),
     sources=dict(type="list", elements="str", default=[]),
     admin_sources=dict(type="list", elements="str", default=[]),
     admin_ports=dict(type="list", elements="str", default=["dashboard"]),
@@ -357,6 +353,7 @@ ARGUMENT_SPEC = dict(
     unit_dir=dict(type="path", default="/etc/systemd/system"),
     gcs_store=dict(type="bool", default=False),
     gcs_store_sources=dict(type="list", elements="str", default=[]),
+    **pp.plan_argspec(),
 )
 
 

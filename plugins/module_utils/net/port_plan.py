@@ -78,6 +78,17 @@ _SOCKET_RE = re.compile(r"^socket:\[([0-9]+)\]$")
 _TCP_LISTEN = "0A"
 
 
+def plan_argspec():
+    """The port plan's options, shared by ray_node and ray_firewall (mirrored by the doc fragment
+    raygate.cluster.port_plan): fresh dicts on every call, as a spec hands its defaults out by reference."""
+    return dict(
+        ports=dict(type="dict", default={}),
+        port_offset=dict(type="int", default=0),
+        plan=dict(type="dict"),
+        min_worker_ports=dict(type="int", default=64),
+    )
+
+
 class PortPlanError(ValueError):
     """A port plan input that cannot be turned into a plan (unknown key, non-integer value...)."""
 

@@ -340,10 +340,6 @@ ARGUMENT_SPEC = dict(
     node_ip=dict(type="str"),
     head_ip=dict(type="str"),
     venv=dict(type="path", default="/opt/raygate/current"),
-    ports=dict(type="dict", default={}),
-    port_offset=dict(type="int", default=0),
-    plan=dict(type="dict"),
-    min_worker_ports=dict(type="int", default=64),
     num_cpus=dict(type="int"),
     num_gpus=dict(type="int"),
     memory=dict(type="int"),
@@ -380,6 +376,7 @@ ARGUMENT_SPEC = dict(
     storage_namespace=dict(type="str"),
     gcs_storage_path=dict(type="path", default="/var/lib/raygate/gcs"),
     gcs_reconnect_timeout=dict(type="int"),
+    **pp.plan_argspec(),
 )
 
 

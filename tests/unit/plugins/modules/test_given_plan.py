@@ -8,6 +8,7 @@ import socket
 
 import pytest
 from harness import run_case
+from test_ray_node import base_args, bind_outside_ephemeral_range
 
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
@@ -23,22 +24,7 @@ def no_ray_here(monkeypatch):
 
 
 def node_args(tmp, **over):
-    args = {
-        "role": "head",
-        "node_ip": "198.18.0.11",
-        "venv": "%s/venv" % tmp,
-        "num_cpus": 2,
-        "num_gpus": 8,
-        "memory": 2147483648,
-        "auth": False,
-        "env_files": [],
-        "config_dir": "%s/etc" % tmp,
-        "state_dir": "%s/run" % tmp,
-        "unit_dir": "%s/units" % tmp,
-        "plan": PLAN,
-    }
-    args.update(over)
-    return args
+    return base_args(tmp, **dict({"plan": PLAN}, **over))
 
 
 def test_ray_node_uses_the_plan_it_is_given(tmp_path, monkeypatch):
@@ -51,13 +37,7 @@ def test_ray_node_uses_the_plan_it_is_given(tmp_path, monkeypatch):
 def test_ray_node_checks_the_given_plans_ports_on_the_node(tmp_path, monkeypatch):
     # What only the node can see is still checked: a port of the given plan already taken here.
     with socket.socket() as sock:
-        for port in range(20000, 30000, 7):
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            sock.listen()
-            break
+        port = bind_outside_ephemeral_range(sock)
         plan = dict(PLAN, gcs=port)
         case = {"args": node_args(tmp_path, plan=plan), "check_mode": True, "expect": {"failed": True}}
         result = run_case(case, ray_node.main, tmp_path, monkeypatch)

@@ -210,7 +210,8 @@ class Live:
         if level == 0:
             return
         if ev.get("nvsmi_error"):
-            ev["dcgm_error"] = "not run: " + ev["nvsmi_error"]
+            # Not run: gpu_checks.evaluate names dcgm_diag among the checks the root cause prevented.
+            ev["dcgm_needs_nvsmi"] = True
             return
         name = self.p["dcgmi"]
         path = self.runner.which(name)

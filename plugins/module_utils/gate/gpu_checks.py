@@ -7,8 +7,9 @@
 Pure functions (stdlib only, Python 3.8). Inputs are what ``gpu_parsers`` and ``fabric`` return;
 every function returns one ``checks.result`` dict, or ``evaluate`` the whole list in CHECK_NAMES order.
 A check that cannot judge (tool not asked for, reading not reported, file not captured) is ``skip``;
-a GPU tool that is missing or fails makes its checks ``fail``: a GPU node without a working driver is
-unhealthy, not unknown.
+a missing or failing nvidia-smi fails one check, ``gpu_count``, which names the root cause once and the
+checks it prevented (they skip, pointing at it): a GPU node without a working driver is unhealthy,
+not unknown.
 """
 
 from __future__ import annotations
@@ -51,9 +52,15 @@ CHECK_NAMES = (
     "link_flaps",
     "gpudirect_rdma",
 )
-# Checks judged from `nvidia-smi -q -x` (nvlink from `nvidia-smi nvlink -s`): they fail together
-# when nvidia-smi cannot answer.
+# Checks judged from `nvidia-smi -q -x` (nvlink from `nvidia-smi nvlink -s`). When nvidia-smi cannot
+# answer, the first (NVSMI_ROOT) fails once with the root cause and the others skip, pointing at it.
 NVSMI_CHECKS = CHECK_NAMES[:12] + ("nvlink", "pcie_link", "thermal_throttle", "fabric_manager")
+NVSMI_ROOT = NVSMI_CHECKS[0]
+NEEDS_NVSMI = "needs nvidia-smi (see %s)" % NVSMI_ROOT
+NVSMI_ACTION = (
+    "install or repair the NVIDIA driver so that nvidia-smi answers (nvidia-smi -q); reboot if its kernel"
+    " module does not load, then run health.yml again"
+)
 
 # SRAM (L1/L2/register file) correctable errors are rare on a healthy part and NVIDIA tracks them
 # (Xid 92 "high single-bit ECC error rate", the driver's SRAM threshold flag): a few are worth a
@@ -701,21 +708,26 @@ def check_gdr(fabric, evidence, required=True):
 
 
 # ---------------------------------------------------------------------------- the whole node
-def gpu_tool_failed(message, skipped=()):
-    """Every nvidia-smi check failing with the tool's ``message``; names in ``skipped`` were not asked for."""
-    out = []
-    for name in NVSMI_CHECKS:
-        if name in skipped:
-            out.append(result(name, "skip", "not checked"))
-        else:
-            out.append(result(name, "fail", message))
+def gpu_tool_failed(message, skipped=(), also=()):
+    """The nvidia-smi checks when the tool is missing or fails: NVSMI_ROOT fails once with ``message``,
+    the root cause, and names the checks it prevented; those skip with NEEDS_NVSMI. Names in
+    ``skipped`` were not asked for (they skip as "not checked"); ``also`` names checks outside
+    NVSMI_CHECKS that it prevented too (dcgm_diag), listed after the others."""
+    prevented = [name for name in NVSMI_CHECKS[1:] if name not in skipped] + list(also)
+    detail = message
+    if prevented:
+        detail += "; not run: %s (%s)" % (", ".join(prevented), _plural(len(prevented), "check"))
+    out = [result(NVSMI_ROOT, "fail", detail, action=NVSMI_ACTION)]
+    for name in NVSMI_CHECKS[1:]:
+        out.append(result(name, "skip", "not checked" if name in skipped else NEEDS_NVSMI))
     return out
 
 
 def evaluate(evidence, expect):
     """All checks in CHECK_NAMES order.
 
-    ``evidence``: ``nvsmi`` (parsed or None), ``nvsmi_error`` (message: the GPU checks fail with it),
+    ``evidence``: ``nvsmi`` (parsed or None), ``nvsmi_error`` (message: gpu_count fails with it, the
+    root cause, and the other GPU checks skip), ``dcgm_needs_nvsmi`` (dcgmi was not run for it),
     ``nvlink``/``nvlink_error``, ``xids``/``sxids``/``nvrm``/``denied`` (parse_kernel_log's lists, already
     windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
     ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
@@ -734,10 +746,14 @@ def evaluate(evidence, expect):
     }
     skipped = [name for name, on in asked.items() if not on]
     nvsmi = e.get("nvsmi")
-    if e.get("nvsmi_error") or nvsmi is None:
-        gpu = gpu_tool_failed(e.get("nvsmi_error") or "nvidia-smi output not captured", skipped)
-        if not e.get("nvsmi_error"):
-            gpu = [dict(r, status="skip") for r in gpu]
+    # dcgmi is not run without a working nvidia-smi (collectors.Live.dcgm): one more check it prevented.
+    dcgm_prevented = bool(e.get("nvsmi_error") and e.get("dcgm_needs_nvsmi"))
+    if e.get("nvsmi_error"):
+        gpu = gpu_tool_failed(e["nvsmi_error"], skipped, ("dcgm_diag",) if dcgm_prevented else ())
+        gpus = []
+    elif nvsmi is None:
+        gone = "nvidia-smi output not captured"
+        gpu = [result(name, "skip", "not checked" if name in skipped else gone) for name in NVSMI_CHECKS]
         gpus = []
     else:
         gpus = nvsmi["gpus"]
@@ -766,6 +782,8 @@ def evaluate(evidence, expect):
     sxid = check_sxid(e.get("sxids"), kernel_error, scope)
     kernel = check_kernel_errors(e.get("nvrm"), e.get("denied"), gpus, kernel_error, scope)
     dcgm = check_dcgm(e.get("dcgm"), e.get("dcgm_level", x.get("dcgm_diag_level", 0)), e.get("dcgm_error"))
+    if dcgm_prevented:
+        dcgm = result("dcgm_diag", "skip", "not run: " + NEEDS_NVSMI)
     fabric_info = e.get("fabric")
     wanted = x.get("fabric", "auto")
     ports = check_fabric_ports(fabric_info, wanted, x.get("expected_ports"), x.get("expected_port_rate_gbps"))

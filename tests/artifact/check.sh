@@ -3,6 +3,7 @@
 # secret files in it, install it like any Galaxy collection into a clean collections path, use it
 # from there only (ansible-doc, syntax checks of the FQCN playbooks, one ad-hoc module run), then
 # run Galaxy's own importer on it and fail on any error or lint warning that is not allowed.
+# Between the two, ansible-builder reads the installed copy's execution-environment metadata.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -11,8 +12,11 @@ here=$root/tests/artifact
 dist=$root/.build/dist
 installed=$root/.build/installed
 importer_venv=$root/.build/importer-venv
+builder_venv=$root/.build/builder-venv
 # Pinned, so the lint rules (its own ansible-lint) change only when this line does.
 GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
+# Pinned, so what "introspected" means (its introspect.py) changes only when this line does.
+ANSIBLE_BUILDER_VERSION=${ANSIBLE_BUILDER_VERSION:-3.2.0}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
   health_report node_steps run_summary slurm_gate gcs_redis)
 FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member)
@@ -159,7 +163,117 @@ print("ad-hoc nccl_test: ok, verdict pass, busbw %s GB/s" % res.get("busbw"))
 EOF
 )
 
-# ---- (e) Galaxy's importer ----------------------------------------------------------------
+# ---- (e) execution environment: what ansible-builder finds in the installed copy ----------
+# meta/execution-environment.yml names requirements.txt and bindep.txt (issue 29). AWX and AAP
+# build execution environments with ansible-builder, which installs a collection, then runs its
+# introspect.py over the collections path to collect their Python and system requirements. Run
+# that here on the installed tarball: raygate's bindep entries and Python requirements must come
+# out, each exactly once. No container is built (ansible-builder create only writes the context);
+# nothing but PyPI is reached.
+step "ansible-builder (execution environment)"
+for f in meta/execution-environment.yml requirements.txt bindep.txt; do
+  grep -qx "$f" "$tmp/files" || die "$f is not in the tarball: ansible-builder cannot see the collection's requirements (build_ignore in galaxy.yml?)"
+done
+builder_version() {
+  "$builder_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("ansible-builder"))' 2>/dev/null || true
+}
+if [ "$(builder_version)" != "$ANSIBLE_BUILDER_VERSION" ]; then
+  rm -rf "$builder_venv"
+  python3 -m venv "$builder_venv"
+  "$builder_venv/bin/pip" install -q --disable-pip-version-check "ansible-builder==$ANSIBLE_BUILDER_VERSION"
+fi
+echo "ansible-builder $(builder_version)"
+# The introspection on its own: ansible-builder introspect <collections path>.
+"$builder_venv/bin/ansible-builder" introspect "$installed" >"$tmp/introspect.out" 2>&1 ||
+  { cat "$tmp/introspect.out" >&2; die "ansible-builder introspect ${installed#"$root"/} failed"; }
+sed 's/^/  /' "$tmp/introspect.out"
+# A tiny version 3 definition naming the built tarball, as a user's EE would.
+ee=$tmp/ee
+mkdir -p "$ee"
+cat >"$ee/execution-environment.yml" <<EOF
+---
+version: 3
+images:
+  base_image:
+    name: quay.io/centos/centos:stream9
+dependencies:
+  python_interpreter:
+    package_system: python3.11
+    python_path: /usr/bin/python3.11
+  ansible_core:
+    package_pip: ansible-core>=2.16.0
+  ansible_runner:
+    package_pip: ansible-runner
+  galaxy:
+    collections:
+      - name: /build/collections/${tarball##*/}
+        type: file
+additional_build_files:
+  - src: $tarball
+    dest: collections
+EOF
+"$builder_venv/bin/ansible-builder" create -f "$ee/execution-environment.yml" -c "$ee/context" \
+  --output-filename Containerfile >"$tmp/create.out" 2>&1 ||
+  { cat "$tmp/create.out" >&2; die "ansible-builder create failed on a definition naming the tarball"; }
+[ -f "$ee/context/_build/collections/${tarball##*/}" ] || die "ansible-builder create left the tarball out of the context"
+grep -q 'introspect.py introspect' "$ee/context/Containerfile" ||
+  die "the Containerfile ansible-builder wrote runs no introspect.py: the check below no longer mirrors the build"
+# What the Containerfile's builder stage runs, from the generated context, on the installed copy.
+"$builder_venv/bin/python" "$ee/context/_build/scripts/introspect.py" introspect "$installed" \
+  --write-bindep="$ee/bindep.txt" --write-pip="$ee/requirements.txt" >"$tmp/introspect-context.out" 2>&1 ||
+  { cat "$tmp/introspect-context.out" >&2; die "the context's introspect.py failed"; }
+"$builder_venv/bin/python" - "$root" "$coll" "$tmp/introspect.out" "$ee" <<'EOF'
+import os, sys, yaml
+
+root, coll, out, ee = sys.argv[1:]
+TAG = "  # from collection raygate.cluster"
+
+
+def entries(path):
+    """The requirement lines of a pip or bindep file, as ansible-builder reads them."""
+    return [line.strip() for line in open(path) if line.strip() and not line.lstrip().startswith("#")]
+
+
+def written(path):
+    return [line for line in open(path).read().splitlines() if line] if os.path.exists(path) else []
+
+
+def differ(what, got, want):
+    missing = [w[: -len(TAG)] for w in want if w not in got]
+    extra = [g[: -len(TAG)] for g in got if g not in want]
+    return "%s: missing %s, unexpected %s%s" % (
+        what, missing, extra, "" if missing or extra else ", or listed twice or out of order"
+    )
+
+
+meta = yaml.safe_load(open(os.path.join(coll, "meta", "execution-environment.yml")))
+deps = meta.get("dependencies") or {}
+if meta.get("version") != 1 or sorted(deps) != ["python", "system"]:
+    sys.exit("FAIL: meta/execution-environment.yml must be version 1 with dependencies python and system: %r" % meta)
+problems = []
+text = open(out).read()
+data = yaml.safe_load(text[text.index("---") :]) if "---" in text else None
+if not isinstance(data, dict):
+    sys.exit("FAIL: ansible-builder introspect printed no requirements:\n" + text)
+for kind, name in (("system", deps["system"]), ("python", deps["python"])):
+    want = [e + TAG for e in entries(os.path.join(root, name))]
+    got = [e for e in data.get(kind) or [] if e.endswith(TAG)]
+    if got != want:
+        problems.append(differ("ansible-builder introspect, raygate.cluster's %s requirements against %s" % (kind, name), got, want))
+    context = [e for e in written(os.path.join(ee, os.path.basename(name))) if e.endswith(TAG)]
+    if context != want:
+        problems.append(differ("the EE context's introspect.py, what it wrote for %s" % name, context, want))
+if not entries(os.path.join(root, deps["system"])):
+    problems.append("%s lists nothing (the Slurm inventory needs scontrol and sinfo)" % deps["system"])
+if problems:
+    sys.exit("FAIL: " + "\nFAIL: ".join(problems))
+print(
+    "introspected from the installed copy: %d bindep entries, %d Python requirements, as %s and %s list them"
+    % (len(data.get("system") or []), len(data.get("python") or []), deps["system"], deps["python"])
+)
+EOF
+
+# ---- (f) Galaxy's importer ----------------------------------------------------------------
 step "galaxy-importer"
 # Its own venv: it pins its own ansible-core and ansible-lint.
 importer_version() {

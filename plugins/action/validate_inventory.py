@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import validate
+from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import PURPOSES, validate
 
 # Variables read per host, without their raygate_ prefix.
 KEYS = (
@@ -33,6 +33,7 @@ ARGUMENT_SPEC = {
     "worker_group": {"type": "str", "default": "ray_workers"},
     "defaults": {"type": "dict", "default": {}},
     "pair_partner": {"type": "str", "default": ""},
+    "purpose": {"type": "str", "default": "cluster", "choices": list(PURPOSES)},
 }
 
 
@@ -55,7 +56,7 @@ class ActionModule(ActionBase):
         heads = list(groups.get(head_group, []))
         workers = list(groups.get(worker_group, []))
         hostvars = {h: self._host_values(task_vars["hostvars"][h], h, defaults) for h in set(heads + workers)}
-        errors, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"])
+        errors, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"], args["purpose"])
         result.update(changed=False, errors=errors, cluster=summary)
         if errors:
             result.update(failed=True, msg="the inventory is not a valid raygate cluster:\n- " + "\n- ".join(errors))

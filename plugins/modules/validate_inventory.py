@@ -15,9 +15,9 @@ description:
     at once, each naming the host, the value and the fix.
   - Exactly one head; no host both head and worker; every node an IP address of its own;
     an exact Ray version, the same on every host; token authentication only with Ray 2.52
-    or newer; the V(default) extra; explicit CPU, GPU and memory amounts; one port plan
-    for the whole cluster, valid on its own (range, overlaps, worker range size, a second
-    cluster's offset disjoint from the first).
+    or newer; the V(default) extra; explicit CPU, GPU and memory amounts (with O(purpose=gate),
+    the GPU count only); one port plan for the whole cluster, valid on its own (range, overlaps,
+    worker range size, a second cluster's offset disjoint from the first).
   - Host-side checks (ephemeral port range, ports already bound) are made by
     M(raygate.cluster.ray_node) in check mode, still before any change.
   - This is an action plugin; it runs on the controller only.
@@ -51,6 +51,19 @@ options:
     type: str
     default: ""
     version_added: 0.5.0
+  purpose:
+    description:
+      - What the inventory is validated for.
+      - V(cluster) is a cluster that starts Ray (C(site.yml), C(scale.yml), C(upgrade.yml),
+        C(remove_node.yml)); every host must set C(raygate_num_cpus), C(raygate_num_gpus) and
+        C(raygate_memory).
+      - V(gate) is the health gate alone (C(health.yml)), which never starts Ray; only
+        C(raygate_num_gpus) must be set, and C(raygate_num_cpus) and C(raygate_memory) are
+        checked only where a host sets them. Every other rule is the same.
+    type: str
+    choices: [cluster, gate]
+    default: cluster
+    version_added: 0.5.0
 """
 
 EXAMPLES = r"""
@@ -61,6 +74,13 @@ EXAMPLES = r"""
       ray_extras: "{{ raygate_ray_extras }}"
       auth: "{{ raygate_auth }}"
   register: raygate_cluster
+
+- name: Validate for the health gate alone (no Ray resource amounts needed)
+  raygate.cluster.validate_inventory:
+    purpose: gate
+    defaults:
+      ray_version: "{{ raygate_ray_version }}"
+      ray_extras: "{{ raygate_ray_extras }}"
 """
 
 RETURN = r"""

@@ -17,6 +17,15 @@ from ansible_collections.raygate.cluster.plugins.module_utils.net import port_pl
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import MATCH_LEVELS, RAY_VERSION_RE
 
 AUTH_MIN_VERSION = (2, 52)
+# What the inventory is validated for: a cluster that starts Ray (site.yml, scale, upgrade,
+# remove_node), or the health gate alone (health.yml), which never starts Ray and so needs no
+# Ray resource amounts. Each purpose's resources: {key: (minimum, required)}; one not required is
+# still checked when it is set.
+PURPOSES = ("cluster", "gate")
+RESOURCES = {
+    "cluster": {"num_cpus": (1, True), "num_gpus": (0, True), "memory": (1, True)},
+    "gate": {"num_cpus": (1, False), "num_gpus": (0, True), "memory": (1, False)},
+}
 
 
 def _version_tuple(version):
@@ -40,8 +49,24 @@ def check_groups(head_group, heads, workers):
     return errors
 
 
-def check_host(host, v):
-    """Per-host rules. ``v`` holds the raygate_* variables without their prefix."""
+def check_resources(host, v, purpose="cluster"):
+    """The Ray resource amounts ``purpose`` needs: whole numbers from their minimum up."""
+    errors = []
+    for key, (minimum, required) in RESOURCES[purpose].items():
+        value = v.get(key)
+        if value is None and not required:
+            continue
+        if isinstance(value, bool) or not str(value).isdigit() or int(value) < minimum:
+            errors.append(
+                "host %s: raygate_%s=%r must be an integer >= %d; set it in the inventory (Ray otherwise "
+                "reports the whole machine)" % (host, key, value, minimum)
+            )
+    return errors
+
+
+def check_host(host, v, purpose="cluster"):
+    """Per-host rules. ``v`` holds the raygate_* variables without their prefix; ``purpose`` (one of
+    PURPOSES) says which resource amounts must be set."""
     errors = []
     version = str(v.get("ray_version") or "")
     if not RAY_VERSION_RE.match(version):
@@ -66,13 +91,7 @@ def check_host(host, v):
             "host %s: node address %r is not an IP address; set raygate_node_ip (or ansible_host) to the "
             "address Ray should advertise" % (host, v.get("node_ip"))
         )
-    for key, minimum in (("num_cpus", 1), ("num_gpus", 0), ("memory", 1)):
-        value = v.get(key)
-        if isinstance(value, bool) or not str(value).isdigit() or int(value) < minimum:
-            errors.append(
-                "host %s: raygate_%s=%r must be an integer >= %d; set it in the inventory (Ray otherwise "
-                "reports the whole machine)" % (host, key, value, minimum)
-            )
+    errors += check_resources(host, v, purpose)
     if v.get("python_version_match_level") not in MATCH_LEVELS:
         errors.append(
             "host %s: raygate_python_version_match_level=%r must be one of %s"
@@ -110,13 +129,16 @@ def check_pair_partner(partner, members):
     ]
 
 
-def validate(head_group, heads, workers, hostvars, pair_partner=""):
-    """Validate the cluster; returns (errors, summary)."""
+def validate(head_group, heads, workers, hostvars, pair_partner="", purpose="cluster"):
+    """Validate the cluster for ``purpose`` (one of PURPOSES: ``gate`` asks for no Ray resource amount
+    but the GPU count); returns (errors, summary)."""
+    if purpose not in PURPOSES:
+        raise ValueError("purpose must be one of %s, not %r" % (", ".join(PURPOSES), purpose))
     errors = check_groups(head_group, heads, workers)
     plans, ips = {}, {}
     for host in list(heads) + [w for w in workers if w not in heads]:
         v = hostvars[host]
-        errors += check_host(host, v)
+        errors += check_host(host, v, purpose)
         plan, plan_errors = check_plan(host, v)
         errors += plan_errors
         if plan is not None:

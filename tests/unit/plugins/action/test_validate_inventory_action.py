@@ -76,3 +76,34 @@ def test_a_bad_argument_fails_with_the_validators_message(args, needle, check_mo
 def test_an_unknown_default_is_named():
     with pytest.raises(AnsibleError, match="unknown defaults \\['ray_versoin'\\]"):
         run_action({"defaults": {"ray_versoin": "2.60.0"}})
+
+
+def hostvars_without_amounts():
+    return {
+        h: {k: v for k, v in hv.items() if k not in ("raygate_num_cpus", "raygate_memory")}
+        for h, hv in hostvars().items()
+    }
+
+
+def run_without_amounts(args):
+    plugin = plugin_for(action, "raygate.cluster.validate_inventory", args, False)
+    groups = {"ray_head": ["node1"], "ray_workers": ["node2"]}
+    return plugin.run(task_vars={"groups": groups, "hostvars": hostvars_without_amounts()})
+
+
+def test_purpose_gate_needs_no_cpu_or_memory_amounts():
+    res = run_without_amounts({"defaults": DEFAULTS, "purpose": "gate"})
+    assert res["errors"] == [] and not res.get("failed")
+    assert res["cluster"]["gpus"] == 16
+
+
+def test_purpose_defaults_to_a_cluster_that_needs_them():
+    res = run_without_amounts({"defaults": DEFAULTS})
+    assert res["failed"] is True
+    assert "host node1: raygate_num_cpus=None must be an integer >= 1" in res["msg"]
+    assert "host node2: raygate_memory=None must be an integer >= 1" in res["msg"]
+
+
+def test_an_unknown_purpose_fails_with_the_validators_message():
+    with pytest.raises(AnsibleActionFail, match="value of purpose must be one of: cluster, gate, got: ray"):
+        run_action({"defaults": DEFAULTS, "purpose": "ray"})

@@ -117,3 +117,51 @@ def test_the_pair_partner_must_be_a_member():
     assert inventory.check_pair_partner("w1", ["h", "w1"]) == []
     [error] = inventory.check_pair_partner("w9", ["h", "w1"])
     assert "raygate_health_pair_partner is w9" in error and "(h, w1)" in error
+
+
+# ---- purpose: the health gate alone needs no Ray resource amounts (issue 29, item 5) ----
+
+
+def without_amounts(hv, *keys):
+    for v in hv.values():
+        for key in keys:
+            v.pop(key)
+    return hv
+
+
+def test_the_gate_accepts_hosts_without_cpu_and_memory_amounts():
+    hv = without_amounts(cluster(), "num_cpus", "memory")
+    errors, summary = validate("ray_head", ["node1"], ["node2", "node3"], hv, purpose="gate")
+    assert errors == []
+    assert summary["gpus"] == 24 and summary["plan"]["gcs"] == 6379
+
+
+def test_a_cluster_still_needs_cpu_and_memory_amounts():
+    hv = without_amounts(cluster(), "num_cpus", "memory")
+    for errors in (run(hv)[0], validate("ray_head", ["node1"], ["node2", "node3"], hv, purpose="cluster")[0]):
+        for host in ("node1", "node2", "node3"):
+            assert any(e.startswith("host %s: raygate_num_cpus=None must be" % host) for e in errors), errors
+            assert any(e.startswith("host %s: raygate_memory=None must be" % host) for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        ({"num_gpus": "eight"}, "host node2: raygate_num_gpus='eight' must be an integer >= 0"),
+        ({"num_gpus": None}, "host node2: raygate_num_gpus=None must be an integer >= 0"),
+        ({"num_cpus": 0}, "host node2: raygate_num_cpus=0 must be an integer >= 1"),
+        ({"memory": True}, "host node2: raygate_memory=True must be an integer >= 1"),
+        ({"ray_extras": []}, "host node2: raygate_ray_extras=[] lacks 'default'"),
+    ],
+)
+def test_the_gate_still_refuses_bad_values(over, needle):
+    hv = without_amounts(cluster(), "num_cpus", "memory")
+    hv["node2"].update(over)
+    errors = validate("ray_head", ["node1"], ["node2", "node3"], hv, purpose="gate")[0]
+    assert any(needle in e for e in errors), errors
+    assert len(errors) == 1, errors
+
+
+def test_an_unknown_purpose_is_refused():
+    with pytest.raises(ValueError, match="purpose must be one of cluster, gate, not 'ray'"):
+        validate("ray_head", ["node1"], ["node2", "node3"], cluster(), purpose="ray")

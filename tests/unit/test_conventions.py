@@ -95,3 +95,22 @@ def test_the_makefile_names_every_filter():
         sorted(set(every) - set(listed)),
         sorted(set(listed) - set(every)),
     )
+
+
+def test_the_readme_lists_the_ray_action_group():
+    """README.md's list of the group's modules (between the action-group:ray markers) is
+    meta/runtime.yml's action_groups.ray, in its order, so module_defaults users read the truth."""
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as fh:
+        group = yaml.safe_load(fh)["action_groups"]["ray"]
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        text = fh.read()
+    assert "group/raygate.cluster.ray" in text, "README.md does not show module_defaults for group/raygate.cluster.ray"
+    match = re.search(r"<!-- action-group:ray -->\n(.*?)<!-- /action-group:ray -->", text, re.S)
+    assert match, "README.md has no <!-- action-group:ray --> ... <!-- /action-group:ray --> list"
+    lines = [line for line in match.group(1).splitlines() if line.strip()]
+    listed = [re.fullmatch(r"- `raygate\.cluster\.([a-z0-9_]+)`", line) for line in lines]
+    assert all(listed), "README.md's action group list has lines other than - `raygate.cluster.<module>`: %s" % [
+        line for line, m in zip(lines, listed) if not m
+    ]
+    names = [m.group(1) for m in listed]
+    assert names == group, "README.md's action group list %s differs from meta/runtime.yml's %s" % (names, group)

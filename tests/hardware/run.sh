@@ -172,6 +172,7 @@ fi
 # The one-node inventory: this node, reached without SSH.
 INVENTORY=$HARDWARE_OUT/inventory.yml
 cat >"$INVENTORY" <<EOF
+---
 # Written by tests/hardware/run.sh: this node alone, reached without SSH.
 ray_cluster:
   children:

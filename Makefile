@@ -193,6 +193,13 @@ gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS
 faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
 	$(BIN)/pytest -q tests/integration/faults
 
+# On a real GPU node, as root (docs/HARDWARE.md); not part of `make test`. Without nvidia-smi it
+# says so and does nothing. E.g. make hardware HARDWARE_ARGS="--nccl-tests-src nccl-tests.tar.gz"
+HARDWARE_ARGS ?=
+.PHONY: hardware
+hardware: bootstrap  ## on a GPU node: gpu_health, nccl-tests, health.yml over this node alone, timed (docs/HARDWARE.md)
+	tests/hardware/run.sh $(HARDWARE_ARGS)
+
 # The checks without a sandbox run side by side (-j2: CI has 2 cores, and each is one process's
 # CPU work); their outputs stay whole (-O). Then the sandbox suites, one after the other.
 .PHONY: checks

@@ -452,21 +452,20 @@ def test_evaluate_healthy_node_in_contract_order():
     assert gc.summarize(results) == {"verdict": "pass", "healthy": True, "reasons": [], "warn_reasons": []}
 
 
-def test_evaluate_tool_failure_fails_every_gpu_check_but_not_the_disabled_ones():
+def test_evaluate_tool_failure_fails_gpu_count_once_and_skips_the_rest():
     evidence = healthy_evidence()
     evidence.update(nvsmi=None, nvsmi_error="nvidia-smi -q -x failed (rc 9): no driver")
     results = gc.evaluate(evidence, {"check_nvlink": False, "check_fabric_manager": "no"})
     by = dict((r["name"], r) for r in results)
-    for name in gc.NVSMI_CHECKS:
-        if name in ("nvlink", "fabric_manager"):
-            assert by[name]["status"] == "skip"
-        else:
-            assert by[name]["status"] == "fail" and by[name]["detail"] == "nvidia-smi -q -x failed (rc 9): no driver"
+    assert by["gpu_count"]["status"] == "fail"
+    assert by["gpu_count"]["detail"].startswith("nvidia-smi -q -x failed (rc 9): no driver; not run: driver_version")
+    for name in gc.NVSMI_CHECKS[1:]:
+        wanted = "not checked" if name in ("nvlink", "fabric_manager") else gc.NEEDS_NVSMI
+        assert by[name]["status"] == "skip" and by[name]["detail"] == wanted
     assert by["xid"]["status"] == "pass" and by["fabric_ports"]["status"] == "pass"
     summary = gc.summarize(results)
-    assert (
-        summary["healthy"] is False and summary["reasons"][0] == "gpu_count: nvidia-smi -q -x failed (rc 9): no driver"
-    )
+    assert summary["healthy"] is False and len(summary["reasons"]) == 1
+    assert summary["reasons"][0].startswith("gpu_count: nvidia-smi -q -x failed (rc 9): no driver; not run: ")
 
 
 def test_evaluate_not_captured_skips_gpu_checks():

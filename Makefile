@@ -152,6 +152,15 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 	  case " $(COMPAT_SANITY_VERSIONS) " in *" $$v "*) VENV=$(CURDIR)/.build/compat-$$v tests/sanity/run.sh;; esac; \
 	done
 
+# The newer minors need Python >= 3.12, newer than this Debian 12's: their units, and ansible-test
+# sanity on the newest, run in a Debian 13 (Python 3.13) chroot that tests/controller/trixie.sh
+# builds once into .build/trixie-controller (root; not yet part of `make test`, issue 29).
+NEXT_CORE_VERSIONS ?= 2.20 2.21
+NEXT_SANITY_VERSIONS ?= 2.21
+.PHONY: compat-next
+compat-next: .build/apt.stamp  ## units on ansible-core 2.20, 2.21 in a Debian 13 chroot; sanity on 2.21 (root)
+	CORE_VERSIONS="$(NEXT_CORE_VERSIONS)" SANITY_VERSIONS="$(NEXT_SANITY_VERSIONS)" tests/controller/trixie.sh
+
 # First the sandbox tests (-m sandbox: tests/sandbox's and tests/integration's top-level files, each
 # module with its own sandbox), then molecule, then each scenario suite (marker suite) by its folder
 # of tests/integration: each owns the sandbox while it runs, so one after the other. Each prints its

@@ -58,7 +58,9 @@ class CommandRunner:
         try:
             if output_file is not None:
                 return self._run_to_file(args, env, limit, cwd, output_file)
-            proc = subprocess.run(
+            # ansible-core 2.21's sanity asks for AnsibleModule.run_command: it has no timeout and
+            # no new session for daemons, and this runner serves code without an AnsibleModule.
+            proc = subprocess.run(  # pylint: disable=ansible-bad-function
                 args,
                 input=data,
                 capture_output=True,
@@ -77,7 +79,7 @@ class CommandRunner:
 
     def _run_to_file(self, args, env, limit, cwd, output_file):
         with open(output_file, "wb") as out:
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

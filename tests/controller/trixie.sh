@@ -190,7 +190,7 @@ copy_checkout() {
 }
 
 cmd_run() {
-    local v failed=() debian python installed
+    local v failed=() debian python installed start
     exec 9>"${repo}/.build/trixie-controller.lock"
     flock -w 1800 9 || die "another run holds ${repo}/.build/trixie-controller.lock"
     build
@@ -204,16 +204,21 @@ cmd_run() {
         # The stamp: the spec asked of pip, then what pip installed (pip freeze).
         installed=$(tail -n +2 "${root}/opt/ansible-core-${v}/stamp" | grep -m1 -oP '^ansible-core==\K\S+' || echo '?')
         echo "== ansible-core ${v} (Debian ${debian}, Python ${python}): ${installed}"
+        start=${SECONDS}
         in_chroot env -C /work/main "/opt/ansible-core-${v}/bin/pytest" -q -p no:cacheprovider -m unit tests ||
             failed+=("units on ${v}")
+        echo "-- units on ${v}: $((SECONDS - start))s"
         case " ${SANITY_VERSIONS} " in *" ${v} "*)
             echo "== ansible-test sanity, ansible-core ${v} (Debian ${debian}, Python ${python}): ${installed}"
+            start=${SECONDS}
             # run.sh pins --python 3.11 (the host's); the later --python wins.
             in_chroot env VENV="/opt/ansible-core-${v}" /work/main/tests/sanity/run.sh --python "${python}" ||
                 failed+=("sanity on ${v}")
+            echo "-- sanity on ${v}: $((SECONDS - start))s"
             ;;
         esac
     done
+    echo "-- in all: ${SECONDS}s"
     if ((${#failed[@]})); then
         die "FAILED (Debian ${debian}, Python ${python}): $(
             IFS=,

@@ -91,7 +91,7 @@ seconds:
   returned: when O(state=reachable)
   type: float
   sample: 0.004
-keys:
+key_count:
   description: How many keys matched the namespace prefix (removed, or in check mode to be removed).
   returned: when O(state=purged)
   type: int

@@ -45,6 +45,6 @@ def run(module, connect=None):
             keys = resp.matching_keys(conn, resp.namespace_pattern(p["namespace_prefix"]))
             if keys and not module.check_mode:
                 resp.delete_keys(conn, keys)
-        module.exit_json(changed=bool(keys), address=address, keys=len(keys))
+        module.exit_json(changed=bool(keys), address=address, key_count=len(keys))
     except resp.RedisError as exc:
         module.fail_json(msg=resp.describe(exc, address, here), kind=exc.kind, address=address)

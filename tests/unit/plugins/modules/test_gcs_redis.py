@@ -85,7 +85,7 @@ KEYS = [b"RAYraygate-abc-ray-2.60.0-py3.11@NodeTable", b"RAYraygate-abc-ray-2.60
 def test_purged_deletes_the_matching_keys(tmp_path, monkeypatch):
     sock = scripted(monkeypatch, [b"+OK\r\n", scan_reply(b"7", KEYS[:1]), scan_reply(b"0", KEYS[1:]), b":2\r\n"])
     args = {"address": "redis:6379", "password": SECRET, "state": "purged", "namespace_prefix": "raygate-abc-"}
-    run_case({"args": args, "expect": {"changed": True, "keys": 2}}, gcs_redis.main, tmp_path, monkeypatch)
+    run_case({"args": args, "expect": {"changed": True, "key_count": 2}}, gcs_redis.main, tmp_path, monkeypatch)
     assert b"MATCH\r\n$18\r\nRAYraygate-abc-*@*" in sock.sent[1]
     assert sock.sent[3].startswith(b"*3\r\n$3\r\nDEL\r\n")
 
@@ -93,7 +93,7 @@ def test_purged_deletes_the_matching_keys(tmp_path, monkeypatch):
 def test_purged_in_check_mode_counts_and_deletes_nothing(tmp_path, monkeypatch):
     sock = scripted(monkeypatch, [b"+OK\r\n", scan_reply(b"0", KEYS)])
     args = {"address": "redis:6379", "password": SECRET, "state": "purged", "namespace_prefix": "raygate-abc-"}
-    run_case({"args": args, "check_mode": True, "expect": {"changed": True, "keys": 2}}, gcs_redis.main, tmp_path,
+    run_case({"args": args, "check_mode": True, "expect": {"changed": True, "key_count": 2}}, gcs_redis.main, tmp_path,
              monkeypatch)  # fmt: skip
     assert not any(b"DEL" in data for data in sock.sent)
 

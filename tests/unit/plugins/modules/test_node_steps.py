@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from ansible.module_utils import basic
+from ansible.module_utils.common.parameters import PASS_VARS
 from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, run_case
 
@@ -368,6 +369,10 @@ def fake_venv(tmp_path):
 def run_for_real(args, capsys, check=False, diff=False):
     """main() with AnsibleModule's own exit_json/fail_json: the JSON that leaves the node."""
     args = dict(args, _ansible_check_mode=check, _ansible_diff=diff)
+    # ansible-core 2.21 returns the invocation only when the controller asks for it (its
+    # INJECT_INVOCATION setting); older cores always return it and refuse the parameter.
+    if "inject_invocation" in PASS_VARS:
+        args["_ansible_inject_invocation"] = True
     with patch_module_args(args), pytest.raises(SystemExit):
         node_steps.main()
     out = capsys.readouterr().out

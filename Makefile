@@ -154,7 +154,7 @@ compat: bootstrap $(foreach v,$(COMPAT_VERSIONS),.build/compat-$(v)/.stamp)  ## 
 
 # The newer minors need Python >= 3.12, newer than this Debian 12's: their units, and ansible-test
 # sanity on the newest, run in a Debian 13 (Python 3.13) chroot that tests/controller/trixie.sh
-# builds once into .build/trixie-controller (root; not yet part of `make test`, issue 29).
+# builds once into .build/trixie-controller (root; part of `make checks`, so of `make test`).
 NEXT_CORE_VERSIONS ?= 2.20 2.21
 NEXT_SANITY_VERSIONS ?= 2.21
 .PHONY: compat-next
@@ -212,8 +212,8 @@ hardware: bootstrap  ## on a GPU node: gpu_health, nccl-tests, health.yml over t
 # The checks without a sandbox run side by side (-j2: CI has 2 cores, and each is one process's
 # CPU work); their outputs stay whole (-O). Then the sandbox suites, one after the other.
 .PHONY: checks
-checks:  ## fast, compat and artifact side by side (what make test runs before the sandbox suites)
-	$(MAKE) -j2 -O fast compat artifact
+checks:  ## fast, compat, compat-next and artifact, two at a time (what make test runs before the sandbox suites)
+	$(MAKE) -j2 -O fast compat compat-next artifact
 
 .PHONY: test
 test: checks integration  ## everything CI runs

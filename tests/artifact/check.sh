@@ -32,6 +32,17 @@ die() {
   printf 'FAIL: %s\n' "$*" >&2
   exit 1
 }
+# A tool in a venv of its own (it pins its own dependencies), made again only when its version changes.
+tool_venv() {
+  local venv=$1 package=$2 version=$3 have
+  have=$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$package'))" 2>/dev/null || true)
+  if [ "$have" != "$version" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "$package==$version"
+  fi
+  echo "$package $version"
+}
 
 # ---- (a) build ----------------------------------------------------------------------------
 step "build"
@@ -174,15 +185,7 @@ step "ansible-builder (execution environment)"
 for f in meta/execution-environment.yml requirements.txt bindep.txt; do
   grep -qx "$f" "$tmp/files" || die "$f is not in the tarball: ansible-builder cannot see the collection's requirements (build_ignore in galaxy.yml?)"
 done
-builder_version() {
-  "$builder_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("ansible-builder"))' 2>/dev/null || true
-}
-if [ "$(builder_version)" != "$ANSIBLE_BUILDER_VERSION" ]; then
-  rm -rf "$builder_venv"
-  python3 -m venv "$builder_venv"
-  "$builder_venv/bin/pip" install -q --disable-pip-version-check "ansible-builder==$ANSIBLE_BUILDER_VERSION"
-fi
-echo "ansible-builder $(builder_version)"
+tool_venv "$builder_venv" ansible-builder "$ANSIBLE_BUILDER_VERSION"
 # The introspection on its own: ansible-builder introspect <collections path>.
 "$builder_venv/bin/ansible-builder" introspect "$installed" >"$tmp/introspect.out" 2>&1 ||
   { cat "$tmp/introspect.out" >&2; die "ansible-builder introspect ${installed#"$root"/} failed"; }
@@ -276,15 +279,7 @@ EOF
 # ---- (f) Galaxy's importer ----------------------------------------------------------------
 step "galaxy-importer"
 # Its own venv: it pins its own ansible-core and ansible-lint.
-importer_version() {
-  "$importer_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("galaxy-importer"))' 2>/dev/null || true
-}
-if [ "$(importer_version)" != "$GALAXY_IMPORTER_VERSION" ]; then
-  rm -rf "$importer_venv"
-  python3 -m venv "$importer_venv"
-  "$importer_venv/bin/pip" install -q --disable-pip-version-check "galaxy-importer==$GALAXY_IMPORTER_VERSION"
-fi
-echo "galaxy-importer $(importer_version)"
+tool_venv "$importer_venv" galaxy-importer "$GALAXY_IMPORTER_VERSION"
 cat >"$tmp/galaxy-importer.cfg" <<'EOF'
 [galaxy-importer]
 # What runs without containers or network: ansible-doc and an offline ansible-lint.

@@ -248,17 +248,23 @@ EOF
 }
 
 GPU_HEALTH_FABRIC=auto
-step_gpu_health() {
-  local out=$HARDWARE_OUT/gpu_health.out rc=0 lines
-  ANSIBLE_CALLBACK_RESULT_FORMAT=json "$ANSIBLE_BIN/ansible" all -i "$INVENTORY" -m raygate.cluster.gpu_health \
-    -a "{\"expected_gpus\": $NUM_GPUS}" >"$out" 2>&1 || rc=$?
-  lines=$(judge_result "$out" "$HARDWARE_OUT/gpu_health.json")
+# One module run ad hoc on this node: its lines printed, its verdict in VERDICT, its result in
+# $HARDWARE_OUT/<module>.json (JSON output whatever ansible.cfg's result format says).
+adhoc_step() {
+  local module=$1 args=$2 out=$HARDWARE_OUT/$1.out rc=0 lines
+  ANSIBLE_CALLBACK_RESULT_FORMAT=json "$ANSIBLE_BIN/ansible" all -i "$INVENTORY" -m "raygate.cluster.$module" \
+    -a "$args" >"$out" 2>&1 || rc=$?
+  lines=$(judge_result "$out" "$HARDWARE_OUT/$module.json")
   echo "${lines%$'\n'*}"
   VERDICT=${lines##*$'\n'}
   if ((rc != 0)); then
     echo "  ansible exited $rc (see $out)"
     VERDICT=fail
   fi
+}
+
+step_gpu_health() {
+  adhoc_step gpu_health "{\"expected_gpus\": $NUM_GPUS}"
   GPU_HEALTH_FABRIC=$("$PY" -c 'import json, sys
 f = (json.load(open(sys.argv[1])).get("fabric") or {}).get("fabric")
 print(f if f in ("efa", "ib", "roce", "none") else "auto")' "$HARDWARE_OUT/gpu_health.json" 2>/dev/null || echo auto)
@@ -309,17 +315,10 @@ step_build() {
 }
 
 step_nccl_test() {
-  local out=$HARDWARE_OUT/nccl_test.out rc=0 lines args
+  local args
   args="{\"mode\": \"single\", \"binary\": \"$ALL_REDUCE\", \"gpus\": $NUM_GPUS,"
   args+=" \"max_bytes\": \"$NCCL_TEST_MAX_BYTES\", \"fabric\": \"$GPU_HEALTH_FABRIC\"}"
-  ANSIBLE_CALLBACK_RESULT_FORMAT=json "$ANSIBLE_BIN/ansible" all -i "$INVENTORY" -m raygate.cluster.nccl_test -a "$args" >"$out" 2>&1 || rc=$?
-  lines=$(judge_result "$out" "$HARDWARE_OUT/nccl_test.json")
-  echo "${lines%$'\n'*}"
-  VERDICT=${lines##*$'\n'}
-  if ((rc != 0)); then
-    echo "  ansible exited $rc (see $out)"
-    VERDICT=fail
-  fi
+  adhoc_step nccl_test "$args"
 }
 
 step_health_yml() {

@@ -63,6 +63,16 @@ $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp: .build/apt.stamp
 	  "ray[default]==$(RAY_VERSION)" "uv==$(UV_VERSION)"
 	touch $@
 
+# Debian 13 nodes run Python 3.13 (the systemd suite's trixie scenario): the same Ray, as cp313 wheels,
+# for the glibc manylinux tags trixie accepts. Pure wheels are shared with the host's set.
+NODE_PY313_TAGS := --python-version 3.13 --implementation cp --abi cp313 --abi abi3 --abi none \
+  $(foreach t,manylinux2014 manylinux_2_17 manylinux_2_28 manylinux_2_34 manylinux_2_39 linux,--platform $(t)_$(shell uname -m))
+$(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp: .build/apt.stamp
+	mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: $(NODE_PY313_TAGS) -d $(WHEELHOUSE) \
+	  "ray[default]==$(RAY_VERSION)" "uv==$(UV_VERSION)"
+	touch $@
+
 $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp: .build/apt.stamp
 	mkdir -p $(WHEELHOUSE)
 	$(PYTHON) -m pip download -q --disable-pip-version-check --only-binary=:all: -d $(WHEELHOUSE) \
@@ -167,7 +177,7 @@ compat-next: .build/apt.stamp  ## units on ansible-core 2.20, 2.21 in a Debian 1
 # slowest tests (--durations), where CI's time goes. The markers are set by path in tests/conftest.py.
 SUITE_PYTEST = $(BIN)/pytest -q --durations=8
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate and GCS fault tolerance scenarios (root)
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate and GCS fault tolerance scenarios (root)
 	$(SUITE_PYTEST) -m sandbox tests
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(SUITE_PYTEST) tests/integration/day2
@@ -186,7 +196,7 @@ day2: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## day-
 	$(BIN)/pytest -q tests/integration/day2
 
 .PHONY: systemd
-systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## scenario systemd: nodes with systemd as PID 1 (root; first run builds the rootfs, ~1.5 min)
+systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## scenario systemd: nodes with systemd as PID 1, Debian 12 and 13 (root; first run builds the rootfs, ~1.5 min)
 	$(BIN)/pytest -q tests/integration/systemd
 
 .PHONY: slurm
@@ -199,7 +209,7 @@ gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS
 	$(BIN)/pytest -q tests/integration/gcsft
 
 .PHONY: faults
-faults: bootstrap wheelhouse artifact  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
+faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
 	$(BIN)/pytest -q tests/integration/faults
 
 # On a real GPU node, as root (docs/HARDWARE.md); not part of `make test`. Without nvidia-smi it

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A cached Debian 12 root filesystem for sandbox nodes that boot systemd (systemd-nspawn -b).
+# A cached Debian root filesystem for sandbox nodes that boot systemd (systemd-nspawn -b): Debian 12
+# (bookworm) unless RAYGATE_ROOTFS_SUITE names another (trixie: Debian 13, Python 3.13).
 #
 #   rootfs.sh build   build it unless already built; print the rootfs path
 #   rootfs.sh path    print the rootfs path if built (rc 1 otherwise)
@@ -9,14 +10,15 @@
 # from the suite, architecture, package list and ROOTFS_VERSION (bump it when configure_rootfs
 # changes). A build goes to a temporary directory next to the cache and is renamed into place
 # only after its stamp is written, so a half-built tree is never used. Mirror: the Debian mirror
-# configured in /etc/apt (RAYGATE_ROOTFS_MIRROR overrides). Needs root, debootstrap and
+# configured in /etc/apt for the suite, else the host's own Debian mirror, which serves every
+# suite (RAYGATE_ROOTFS_MIRROR overrides). Needs root, debootstrap and
 # systemd-container (installed with apt-get when missing). Nodes using the tree must keep it
 # read-only (overlay it); the tree has no SSH host keys and an empty machine id.
 set -euo pipefail
 shopt -s nullglob
 
 ROOTFS_VERSION=2
-SUITE=bookworm
+SUITE=${RAYGATE_ROOTFS_SUITE:-bookworm}
 CACHE=${RAYGATE_ROOTFS_DIR:-/srv/raygate/rootfs}
 # redis-server: the managed Redis of GCS fault tolerance (tests/integration/gcsft); the nodes
 # cannot reach a mirror, so the package must be in the tree. python3-apt: Ansible's package module
@@ -44,6 +46,7 @@ log() {
 }
 
 check_cache_dir() {
+    [[ ${SUITE} =~ ^[a-z]+$ ]] || die "RAYGATE_ROOTFS_SUITE must be a Debian codename (bookworm, trixie): ${SUITE}"
     [[ ${CACHE} =~ ^/[A-Za-z0-9._/-]+$ ]] || die "cache dir must be an absolute path of [A-Za-z0-9._/-]: ${CACHE}"
     [[ ${CACHE} != / ]] || die "cache dir must not be /"
 }
@@ -69,17 +72,13 @@ is_built() {
     [[ -f "${dir}/stamp" && -x "${dir}/rootfs/usr/lib/systemd/systemd" ]]
 }
 
-# The first enabled "deb" source for ${SUITE} itself (not -updates/-security) in /etc/apt,
+# The first enabled "deb" source for SUITE itself (not -updates/-security) in /etc/apt,
 # one-line (.list) or deb822 (.sources) format.
-find_mirror() {
-    local f uri=
-    if [[ -n ${RAYGATE_ROOTFS_MIRROR:-} ]]; then
-        echo "${RAYGATE_ROOTFS_MIRROR}"
-        return 0
-    fi
+mirror_for() {
+    local suite=$1 f uri=
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
         [[ -f ${f} ]] || continue
-        uri=$(awk -v suite="${SUITE}" '
+        uri=$(awk -v suite="${suite}" '
             $1 == "deb" {
                 i = 2
                 if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
@@ -89,7 +88,7 @@ find_mirror() {
     done
     if [[ -z ${uri} ]]; then
         for f in /etc/apt/sources.list.d/*.sources; do
-            uri=$(awk -v suite="${SUITE}" '
+            uri=$(awk -v suite="${suite}" '
                 function flush() {
                     if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && enabled != "no" && uri != "") {
                         print uri; found = 1; exit
@@ -108,6 +107,19 @@ find_mirror() {
     fi
     [[ -n ${uri} ]] || return 1
     echo "${uri}"
+}
+
+# The mirror for ${SUITE}: its own source in /etc/apt, else the host's (a Debian mirror serves
+# every suite: a bookworm host builds a trixie tree from its bookworm source).
+find_mirror() {
+    local host
+    if [[ -n ${RAYGATE_ROOTFS_MIRROR:-} ]]; then
+        echo "${RAYGATE_ROOTFS_MIRROR}"
+        return 0
+    fi
+    mirror_for "${SUITE}" && return 0
+    host=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [[ -n ${host} && ${host} != "${SUITE}" ]] && mirror_for "${host}"
 }
 
 ensure_tools() {

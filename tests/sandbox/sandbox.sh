@@ -3,7 +3,8 @@
 #
 #   sandbox.sh up N [--systemd|--light]
 #                            create N nodes (1..20), tearing down any previous sandbox first;
-#                            --systemd: nodes boot systemd as PID 1 (systemd-nspawn, rootfs.sh);
+#                            --systemd: nodes boot systemd as PID 1 (systemd-nspawn, rootfs.sh),
+#                            Debian 12 unless RAYGATE_ROOTFS_SUITE=trixie (Debian 13);
 #                            --light: up to 240 tini nodes for health.yml only (no Ray on them)
 #   sandbox.sh down          remove every trace of the sandbox (idempotent)
 #   sandbox.sh reboot I      reboot node I (systemd nodes: `systemctl reboot`), wait until it answers SSH
@@ -22,7 +23,8 @@
 # (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
 # /tmp /run /dev/shm and overlayfs copy-on-write /etc /opt /usr /var /root. See README.md.
 # With --systemd, each node is a systemd-nspawn container joined to the same netns instead:
-# systemd as PID 1, a Debian rootfs built once by rootfs.sh, copy-on-write over all of it.
+# systemd as PID 1, a Debian rootfs built once by rootfs.sh (Debian 12, or the suite that
+# RAYGATE_ROOTFS_SUITE names), copy-on-write over all of it.
 set -euo pipefail
 shopt -s nullglob
 
@@ -623,7 +625,7 @@ EOF
 }
 
 usage() {
-    sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 

@@ -4,6 +4,12 @@
 #
 #   trixie.sh [run]   build the chroot unless cached, then the unit tests on each of CORE_VERSIONS
 #                     and ansible-test sanity on each of SANITY_VERSIONS, inside it
+#   trixie.sh play TARBALL ARGS...
+#                     build the chroot unless cached, install the collection TARBALL (as a user
+#                     would, with ansible-galaxy) on the newest of CORE_VERSIONS, then run
+#                     `ansible-playbook ARGS...` there: a Debian 13 controller for the sandbox
+#                     nodes (the host's network). BINDS: host directories (colon-separated) seen at
+#                     the same path inside, e.g. the inventory's and the sandbox's.
 #   trixie.sh clean   remove the cached chroot
 #
 # CORE_VERSIONS (default "2.20 2.21") and SANITY_VERSIONS (default "2.21") are ansible-core minors;
@@ -20,13 +26,13 @@
 # trap still unmounts anything left under the build tree and removes a half-made one.
 set -euo pipefail
 
-ROOTFS_VERSION=1
+ROOTFS_VERSION=2
 SUITE=trixie
 MIRROR=${RAYGATE_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 # python3-venv brings ensurepip (pip for each venv); git and rsync are what tests/sanity/run.sh
-# uses. No ca-certificates: the host's CA bundle is copied in (below), as pip must trust what the
+# uses; openssh-client is what `play` reaches the nodes with. No ca-certificates: the host's CA bundle is copied in (below), as pip must trust what the
 # host trusts (a TLS-inspecting egress proxy included).
-PACKAGES=(python3 python3-venv git rsync)
+PACKAGES=(python3 python3-venv git rsync openssh-client)
 CORE_VERSIONS=${CORE_VERSIONS:-2.20 2.21}
 SANITY_VERSIONS=${SANITY_VERSIONS:-2.21}
 HOST_CA=${RAYGATE_HOST_CA:-/etc/ssl/certs/ca-certificates.crt}
@@ -132,12 +138,18 @@ in_chroot() {
     done
     # shellcheck disable=SC2016 # expanded by the inner shell
     unshare --mount --propagation private -- bash -euo pipefail -c '
-        root=$1
-        shift
+        root=$1 binds=$2
+        shift 2
         mount -t proc proc "${root}/proc"
-        mount --bind /dev "${root}/dev"
+        mount --rbind /dev "${root}/dev"
         mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "${root}/dev/shm"
-        exec chroot "${root}" /usr/bin/env -i "$@"' in_chroot "${root}" "${envs[@]}" "$@"
+        IFS=: read -ra dirs <<<"${binds}"
+        for d in "${dirs[@]}"; do
+            [[ -n ${d} ]] || continue
+            mkdir -p "${root}${d}"
+            mount --bind "${d}" "${root}${d}"
+        done
+        exec chroot "${root}" /usr/bin/env -i "$@"' in_chroot "${root}" "${BINDS:-}" "${envs[@]}" "$@"
 }
 
 venv_spec() {
@@ -165,8 +177,7 @@ make_venv() {
     mv -f "${root}${venv}/stamp.tmp" "${root}${venv}/stamp"
 }
 
-copy_checkout() {
-    local shared=${repo}/../shared/samples
+copy_trust() {
     # The host's trust, as of this run (see PACKAGES).
     # Removed first: a link in the tree would point into the host.
     rm -f "${root}/etc/ssl/certs/ca-certificates.crt" "${root}/etc/resolv.conf"
@@ -174,6 +185,11 @@ copy_checkout() {
         install -D -m 0644 "${HOST_CA}" "${root}/etc/ssl/certs/ca-certificates.crt"
     fi
     cp -L /etc/resolv.conf "${root}/etc/resolv.conf"
+}
+
+copy_checkout() {
+    local shared=${repo}/../shared/samples
+    copy_trust
     rm -rf --one-file-system "${root}/work/main"
     mkdir -p "${root}/work/main"
     # Only what git would ship: tracked files plus untracked ones that are not ignored.
@@ -228,6 +244,51 @@ cmd_run() {
     echo "== all passed on Debian ${debian}, Python ${python}: units on ${CORE_VERSIONS// /, }; sanity on ${SANITY_VERSIONS// /, }"
 }
 
+# The collection as a user installs it: from the tarball, into a collections path of its own, made
+# again whenever the tarball changes (its checksum is the stamp). A minimal ansible.cfg beside it.
+install_collection() {
+    local tarball=$1 sum dir=/opt/raygate-controller
+    sum=$(sha256sum "${tarball}" | cut -d' ' -f1)
+    if [[ $(cat "${root}${dir}/tarball.sha256" 2>/dev/null) == "${sum}" ]]; then
+        return 0
+    fi
+    rm -rf --one-file-system "${root:?}${dir}"
+    mkdir -p "${root}${dir}"
+    cp "${tarball}" "${root}${dir}/collection.tar.gz"
+    in_chroot "${newest_venv}/bin/ansible-galaxy" collection install --offline -p "${dir}/collections" \
+        "${dir}/collection.tar.gz" >/dev/null
+    cat >"${root}${dir}/ansible.cfg" <<EOF
+# The Debian 13 test controller (tests/controller/trixie.sh play): the installed tarball only.
+[defaults]
+collections_path = ${dir}/collections
+interpreter_python = auto_silent
+forks = 50
+retry_files_enabled = false
+
+[ssh_connection]
+pipelining = true
+ssh_args = -o ControlMaster=auto -o ControlPersist=120s -o LogLevel=ERROR
+EOF
+    echo "${sum}" >"${root}${dir}/tarball.sha256"
+}
+
+cmd_play() {
+    local tarball=${1:-} v
+    [[ -f ${tarball} ]] || die "play: no collection tarball ${tarball:-(none given)}"
+    tarball=$(realpath "${tarball}")
+    shift
+    exec 9>"${repo}/.build/trixie-controller.lock"
+    flock -w 1800 9 || die "another run holds ${repo}/.build/trixie-controller.lock"
+    build
+    copy_trust
+    v=${CORE_VERSIONS##* }
+    newest_venv=/opt/ansible-core-${v}
+    make_venv "${v}"
+    install_collection "${tarball}"
+    in_chroot env ANSIBLE_CONFIG=/opt/raygate-controller/ansible.cfg ANSIBLE_FORCE_COLOR=0 \
+        "${newest_venv}/bin/ansible-playbook" "$@"
+}
+
 cmd_clean() {
     exec 9>"${repo}/.build/trixie-controller.lock"
     flock -w 60 9 || die "a run holds ${repo}/.build/trixie-controller.lock"
@@ -243,9 +304,13 @@ main() {
     trap 'exit 143' TERM
     case ${1:-run} in
     run) cmd_run ;;
+    play)
+        shift
+        cmd_play "$@"
+        ;;
     clean) cmd_clean ;;
     *)
-        sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
     esac

@@ -114,3 +114,44 @@ def test_the_readme_lists_the_ray_action_group():
     ]
     names = [m.group(1) for m in listed]
     assert names == group, "README.md's action group list %s differs from meta/runtime.yml's %s" % (names, group)
+
+
+def _make_var(text, name):
+    match = re.search(r"^%s \?= (.*)$" % name, text, re.M)
+    assert match, "the Makefile sets no %s" % name
+    return match.group(1).split()
+
+
+def tested_minors():
+    """The ansible-core minors that `make test` runs the units on: COMPAT_VERSIONS (make compat),
+    the one pinned in requirements-dev.txt (.venv: make fast) and NEXT_CORE_VERSIONS (compat-next)."""
+    with open(os.path.join(ROOT, "Makefile")) as fh:
+        make = fh.read()
+    with open(os.path.join(ROOT, "requirements-dev.txt")) as fh:
+        pinned = re.search(r"^ansible-core==(\d+)\.(\d+)\.", fh.read(), re.M)
+    assert pinned, "requirements-dev.txt pins no ansible-core"
+    minors = {(int(pinned.group(1)), int(pinned.group(2)))}
+    for version in _make_var(make, "COMPAT_VERSIONS") + _make_var(make, "NEXT_CORE_VERSIONS"):
+        major, minor = version.split(".")
+        minors.add((int(major), int(minor)))
+    return sorted(minors)
+
+
+def test_requires_ansible_claims_the_tested_minors_only():
+    """meta/runtime.yml's requires_ansible is exactly the tested minors, with no gap: from the oldest
+    (>=X.Y.0) to below the one after the newest (<X.Z.0), and the README's Requirements quote it.
+    A new core is one variable away: add it to NEXT_CORE_VERSIONS, and this says what else to change."""
+    minors = tested_minors()
+    oldest, newest = minors[0], minors[-1]
+    gaps = [(oldest[0], m) for m in range(oldest[1], newest[1] + 1) if (oldest[0], m) not in minors]
+    assert oldest[0] == newest[0] and not gaps, "minors tested with a gap: %s (missing %s)" % (minors, gaps)
+    claim = ">=%d.%d.0,<%d.%d.0" % (oldest + (newest[0], newest[1] + 1))
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as fh:
+        runtime = yaml.safe_load(fh)["requires_ansible"]
+    assert runtime == claim, "meta/runtime.yml requires_ansible is %r; the tested minors %s make it %r" % (
+        runtime,
+        ["%d.%d" % m for m in minors],
+        claim,
+    )
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        assert "`%s`" % claim in fh.read(), "README.md's Requirements do not quote requires_ansible %r" % claim

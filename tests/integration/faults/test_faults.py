@@ -382,23 +382,3 @@ def test_teardown_with_a_node_down_finishes_on_the_next_run(cluster):
     record(cluster, "a worker unreachable during teardown.yml",
            "the others are cleaned; rc 2, `incomplete` naming it; the next teardown finishes", detect, recover,
            "nothing after the second teardown")  # fmt: skip
-
-
-def test_the_installed_tarball_brings_the_cluster_up_and_down(cluster, tmp_path):
-    # Users install the Galaxy tarball, not this checkout: make artifact installed it into
-    # .build/installed; the FQCN playbooks run from there alone, with no ansible.cfg of ours.
-    installed = os.path.join(ROOT, ".build", "installed")
-    assert os.path.isdir(os.path.join(installed, "ansible_collections", "raygate", "cluster")), "run make artifact"
-    cfg = tmp_path / "ansible.cfg"
-    cfg.write_text("[defaults]\nforks = 50\n[ssh_connection]\npipelining = true\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_COLLECTIONS_PATH=installed, ANSIBLE_NOCOLOR="1")
-    for name in ("raygate.cluster.site", "raygate.cluster.teardown"):
-        args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], name]
-        proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=HANG,
-                              stdin=subprocess.DEVNULL, check=False)  # fmt: skip
-        out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out[-4000:]
-        if name.endswith("site"):
-            assert alive_ips() == sorted(NODES.values())
-            assert sorted(raylets()) == [1, 2, 3]
-    assert all(leftovers(i) == "" for i in NODES), [leftovers(i) for i in NODES]

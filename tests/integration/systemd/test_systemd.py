@@ -9,41 +9,36 @@ units and leaves nothing, twice.
 Run on its own (`pytest tests/integration/systemd`): it owns the sandbox while it runs.
 """
 
-import json
 import os
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, needs_root, node, recap, run, wait_until
+from conftest import ROOT, SANDBOX, STATE, needs_root, node, run, wait_until
+from systemd_nodes import (
+    NODES,
+    WAIT,
+    alive_ips,
+    changed_nothing,
+    killed_raylet_comes_back,
+    nothing_left,
+    raylet,
+    site_changes_nothing,
+    unit,
+    units_run_ray,
+    up,
+    write_inventory,
+)
 
 # No skip when systemd-nspawn is missing: `make bootstrap` installs it, and `up --systemd` says so.
 pytestmark = needs_root
 
-NODES = {1: "198.18.0.11", 2: "198.18.0.12"}
-UNITS = ("raygate-ray.service", "raygate-firewall.service")
 # The version upgrade.yml switches to (make systemd downloads it into the wheelhouse).
 OTHER = os.environ.get("RAYGATE_PREV_RAY_VERSION", "2.59.0")
-# Generous: the machine is busy (2 cores), and a restart waits RestartSec plus Ray's own start.
-WAIT = 240
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    rc, out = run([SANDBOX, "up", "2", "--systemd"], timeout=900)
-    assert rc == 0, out
-    base = tmp_path_factory.mktemp("systemd")
-    inv = base / "inventory"
-    (inv / "group_vars" / "all").mkdir(parents=True)
-    os.symlink(
-        os.path.join(ROOT, "inventories", "sandbox", "group_vars", "ray_cluster"), inv / "group_vars" / "ray_cluster"
-    )
-    rc, hosts = run([SANDBOX, "inventory"])  # node1 heads, node2 works
-    assert rc == 0, hosts
-    (inv / "hosts.yml").write_text(hosts)
-    (inv / "group_vars" / "all" / "systemd.yml").write_text(
-        "raygate_supervisor: systemd\nraygate_auth_token_file: %s/token\nraygate_health_report_dir: %s/health\n"
-        "raygate_confirm: false\n" % (base, base)
-    )
-    state = {"inv": str(inv)}
+    up()
+    state = {"inv": write_inventory(tmp_path_factory.mktemp("systemd"))}
     yield state
     if os.path.exists(STATE):  # the last test takes the sandbox down itself
         play(state, "teardown.yml")
@@ -55,73 +50,25 @@ def play(cluster, name, *extra):
     return run([playbook, "-i", cluster["inv"], os.path.join(ROOT, name), *extra], timeout=1200)
 
 
-def unit(index, name="raygate-ray.service"):
-    """The unit's state as systemd in node INDEX sees it."""
-    rc, out = node(index, "systemctl show -p ActiveState,UnitFileState,MainPID,NRestarts %s" % name)
-    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    return {
-        "active": props.get("ActiveState"),
-        "enabled": props.get("UnitFileState"),
-        "main_pid": props.get("MainPID"),
-        "restarts": props.get("NRestarts"),
-    }
-
-
-def raylet(index):
-    rc, out = node(index, "pgrep -x raylet || true")
-    pids = [int(p) for p in out.split()]
-    return pids[0] if len(pids) == 1 else None
-
-
-def alive_ips():
-    rc, out = node(
-        1,
-        'curl -sf -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
-        "'http://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
-    )
-    if "FAILED" in out:
-        return None
-    nodes = json.loads(out)["data"]["result"]["result"]
-    return sorted(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
+def site(cluster):
+    """The play function site_changes_nothing takes: playbook NAME (no .yml) on this cluster."""
+    return lambda name, *extra: play(cluster, name + ".yml", *extra)
 
 
 def test_site_enables_and_starts_the_units(cluster):
     rc, out = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
-    for index in NODES:
-        ray = unit(index)
-        assert ray["active"] == "active" and ray["enabled"] == "enabled", (index, ray)
-        # Enabled for the next boot (this run loaded the rules itself).
-        assert unit(index, "raygate-firewall.service")["enabled"] == "enabled", index
-        # The raylet runs under the unit: its main process is `ray start --block`.
-        rc, cmdline = node(index, "tr '\\0' ' ' </proc/%s/cmdline" % ray["main_pid"])
-        assert "start" in cmdline and "--block" in cmdline, cmdline
-        assert raylet(index), index
+    units_run_ray()
     assert alive_ips() == sorted(NODES.values())
 
 
-def site_changes_nothing(cluster, *extra):
-    """site.yml reports changed=0 on every node, and every unit's main process and raylet stay."""
-    before = {index: (unit(index)["main_pid"], raylet(index)) for index in NODES}
-    rc, out = play(cluster, "site.yml", *extra)
-    assert rc == 0, out[-4000:]
-    assert all(int(r["changed"]) == 0 for r in recap(out).values()), out[-3000:]
-    assert {index: (unit(index)["main_pid"], raylet(index)) for index in NODES} == before
-
-
 def test_rerun_restarts_nothing(cluster):
-    site_changes_nothing(cluster)
+    site_changes_nothing(site(cluster))
 
 
 def test_killed_raylet_is_restarted_by_systemd_and_rejoins(cluster):
-    old = raylet(2)
-    restarts = int(unit(2)["restarts"])
-    rc, out = node(2, "kill -KILL %d" % old)
-    assert rc == 0, out
-    new = wait_until("a new raylet on node2", lambda: (raylet(2) or 0) not in (0, old) and raylet(2), timeout=WAIT)
-    assert int(unit(2)["restarts"]) > restarts
-    wait_until("node2 alive again", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
-    assert raylet(1) and raylet(2) == new
+    killed_raylet_comes_back(2)
+    assert raylet(1)
 
 
 def test_killed_head_gcs_heals_under_systemd(cluster):
@@ -135,7 +82,7 @@ def test_killed_head_gcs_heals_under_systemd(cluster):
     assert rc == 0, out[-4000:]
     wait_until("every node alive in the new cluster", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     assert all(unit(index)["active"] == "active" for index in NODES)
-    site_changes_nothing(cluster)
+    site_changes_nothing(site(cluster))
 
 
 def test_rebooted_node_comes_back_firewalled_and_rejoins(cluster):
@@ -151,7 +98,7 @@ def test_rebooted_node_comes_back_firewalled_and_rejoins(cluster):
     wait_until("node2 alive after the reboot", lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     assert raylet(1) == head_before
     # The state raygate keeps in /run is gone with the reboot; the unit remembers what was started.
-    site_changes_nothing(cluster)
+    site_changes_nothing(site(cluster))
 
 
 def test_upgrade_switches_the_units_to_the_other_version(cluster):
@@ -164,26 +111,17 @@ def test_upgrade_switches_the_units_to_the_other_version(cluster):
         assert "/ray-%s-" % OTHER in exe, (index, exe)
     wait_until("both nodes alive on Ray %s" % OTHER, lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     # The units start `current`: a re-run on the new pin restarts nothing.
-    site_changes_nothing(cluster, "-e", "raygate_ray_version=" + OTHER)
+    site_changes_nothing(site(cluster), "-e", "raygate_ray_version=" + OTHER)
 
 
 def test_teardown_disables_and_removes_the_units(cluster):
     rc, out = play(cluster, "teardown.yml")
     assert rc == 0, out[-4000:]
     for index in NODES:
-        for name in UNITS:
-            state = unit(index, name)
-            assert state["active"] == "inactive" and state["enabled"] in ("", "not-found"), (index, name, state)
-        rc, left = node(
-            index,
-            "ls /etc/systemd/system/{,*/}raygate-{ray,firewall}.service 2>/dev/null;"
-            " pgrep -ax raylet; pgrep -ax gcs_server; pgrep -af '^ray::'; nft list tables | grep raygate;"
-            " ls -d /etc/raygate /run/raygate 2>/dev/null; true",
-        )
-        assert left.strip() == "", (index, left)
+        assert nothing_left(index) == "", index
     rc, out = play(cluster, "teardown.yml")
     assert rc == 0, out[-4000:]
-    assert all(int(r["changed"]) == 0 for r in recap(out).values()), out[-3000:]
+    changed_nothing(out)
 
 
 def test_sandbox_down_leaves_no_container_behind(cluster):

@@ -122,7 +122,7 @@ def _make_var(text, name):
     return match.group(1).split()
 
 
-def tested_minors():
+def _tested_minors():
     """The ansible-core minors that `make test` runs the units on: COMPAT_VERSIONS (make compat),
     the one pinned in requirements-dev.txt (.venv: make fast) and NEXT_CORE_VERSIONS (compat-next)."""
     with open(os.path.join(ROOT, "Makefile")) as fh:
@@ -141,7 +141,7 @@ def test_requires_ansible_claims_the_tested_minors_only():
     """meta/runtime.yml's requires_ansible is exactly the tested minors, with no gap: from the oldest
     (>=X.Y.0) to below the one after the newest (<X.Z.0), and the README's Requirements quote it.
     A new core is one variable away: add it to NEXT_CORE_VERSIONS, and this says what else to change."""
-    minors = tested_minors()
+    minors = _tested_minors()
     oldest, newest = minors[0], minors[-1]
     gaps = [(oldest[0], m) for m in range(oldest[1], newest[1] + 1) if (oldest[0], m) not in minors]
     assert oldest[0] == newest[0] and not gaps, "minors tested with a gap: %s (missing %s)" % (minors, gaps)

@@ -7,19 +7,38 @@
 It resolves binaries, forces the C locale (parsers read English tool output), applies a
 timeout, and returns (rc, stdout, stderr). Modules never call subprocess directly, so unit
 tests replace exactly one seam: ``CommandRunner.run``.
+
+A command past its timeout is killed with its process group, and waited for only KILL_GRACE
+seconds more: a process stuck in the kernel (nvidia-smi on a GPU fallen off the bus sits in the
+driver, where even SIGKILL waits) or one whose output stays open in a process the kill does not
+reach is left behind, and the module goes on, instead of waiting on it for ever.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Seconds a killed command gets to end and close its output before it is left behind.
+KILL_GRACE = 5
 
 
 class CommandError(Exception):
     """A command could not be run, or ran past its timeout."""
+
+
+class CommandTimeout(CommandError):
+    """A command ran past its timeout (``limit`` seconds). ``stuck``: it did not end (or close its
+    output) when killed, and process ``pid`` was left behind."""
+
+    def __init__(self, message, limit, pid=None, stuck=False):
+        super().__init__(message)
+        self.limit = limit
+        self.pid = pid
+        self.stuck = stuck
 
 
 class CommandRunner:
@@ -55,27 +74,58 @@ class CommandRunner:
         args = [str(a) for a in args]
         self.log.append(args)
         limit = self.timeout if timeout is None else timeout
+        if output_file is not None:
+            return self._run_to_file(args, env, limit, cwd, output_file)
         try:
-            if output_file is not None:
-                return self._run_to_file(args, env, limit, cwd, output_file)
             # ansible-core 2.21's sanity asks for AnsibleModule.run_command: it has no timeout and
             # no new session for daemons, and this runner serves code without an AnsibleModule.
-            proc = subprocess.run(  # pylint: disable=ansible-bad-function
+            # A session of its own: the kill on timeout reaches the command's children too.
+            proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
                 args,
-                input=data,
-                capture_output=True,
+                stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self.environment(env),
                 cwd=cwd,
-                timeout=limit,
                 text=True,
                 errors="replace",
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise CommandError("%s did not finish within %ss" % (" ".join(args), limit)) from exc
         except OSError as exc:
             raise CommandError("cannot run %s: %s" % (args[0], exc)) from exc
-        return proc.returncode, proc.stdout, proc.stderr
+        try:
+            out, err = proc.communicate(input=data, timeout=limit)
+        except subprocess.TimeoutExpired as exc:
+            raise self._timed_out(proc, args, limit) from exc
+        return proc.returncode, out, err
+
+    @staticmethod
+    def _timed_out(proc, args, limit):
+        """Kill PROC's process group; wait KILL_GRACE seconds at most for it to end and close its
+        output. The CommandTimeout to raise says which of the two happened."""
+        command = " ".join(args)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass  # ended meanwhile, or its group is gone
+        try:
+            proc.communicate(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            for pipe in (proc.stdout, proc.stderr, proc.stdin):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
+            how = "is still running" if proc.poll() is None else "left its output open"
+            return CommandTimeout(
+                "%s did not finish within %ss and %s after SIGKILL (pid %d, left behind)"
+                % (command, limit, how, proc.pid),
+                limit,
+                pid=proc.pid,
+                stuck=True,
+            )
+        return CommandTimeout("%s did not finish within %ss (killed)" % (command, limit), limit, pid=proc.pid)
 
     def _run_to_file(self, args, env, limit, cwd, output_file):
         with open(output_file, "wb") as out:

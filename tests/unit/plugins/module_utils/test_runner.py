@@ -1,8 +1,14 @@
-"""CommandRunner.which: PATH first, then a tool's usual home outside PATH."""
+"""CommandRunner: which (PATH first, then a tool's usual home outside PATH) and run (output,
+input, and a command past its timeout killed with its children, or left behind when it cannot be)."""
 
 import os
+import sys
+import time
 
-from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
+import pytest
+
+from ansible_collections.raygate.cluster.plugins.module_utils import _runner
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner, CommandTimeout
 
 
 def tool(directory, name):
@@ -31,3 +37,63 @@ def test_which_takes_an_absolute_path_only_if_executable(tmp_path):
     assert runner.which(path) == path
     os.chmod(path, 0o644)
     assert runner.which(path) is None
+
+
+def test_run_returns_rc_output_and_takes_input():
+    runner = CommandRunner(base_env={"PATH": "/usr/bin:/bin"})
+    rc, out, err = runner.run([sys.executable, "-c", "import sys; d = sys.stdin.read(); print(d.upper()); sys.exit(3)"],
+                              data="abc")  # fmt: skip
+    assert (rc, out, err) == (3, "ABC\n", "")
+    assert runner.log[-1][0] == sys.executable
+
+
+def _pid_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_command_past_its_timeout_is_killed_with_its_children(tmp_path):
+    # The command starts a child of its own (in its process group) and waits: both go.
+    pidfile = tmp_path / "child.pid"
+    script = "sleep 300 & echo $! > %s; wait" % pidfile
+    runner = CommandRunner(base_env={"PATH": "/usr/bin:/bin"})
+    with pytest.raises(CommandTimeout) as caught:
+        runner.run(["sh", "-c", script], timeout=1)
+    assert not caught.value.stuck
+    assert "did not finish within 1s (killed)" in str(caught.value)
+    child = int(pidfile.read_text())
+    assert _wait_gone(child), "the command's child %d outlived the kill" % child
+
+
+def _wait_gone(pid, tries=200):
+    for _ in range(tries):
+        if _pid_gone(pid):
+            return True
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return _pid_gone(pid)
+
+
+def test_a_command_whose_output_outlives_the_kill_is_left_behind(tmp_path, monkeypatch):
+    # As a process stuck in the kernel: the kill does not end what holds the output (here a helper
+    # in a session of its own). The runner gives up after KILL_GRACE instead of waiting for ever.
+    monkeypatch.setattr(_runner, "KILL_GRACE", 1)
+    pidfile = tmp_path / "holder.pid"
+    script = "setsid sh -c 'echo $$ > %s; exec sleep 60' & sleep 60" % pidfile
+    runner = CommandRunner(base_env={"PATH": "/usr/bin:/bin"})
+    try:
+        with pytest.raises(CommandTimeout) as caught:
+            runner.run(["sh", "-c", script], timeout=1)
+        assert caught.value.stuck
+        message = str(caught.value)
+        assert "did not finish within 1s and left its output open after SIGKILL" in message, message
+        assert "left behind" in message
+    finally:
+        if pidfile.exists():
+            os.kill(int(pidfile.read_text()), 9)

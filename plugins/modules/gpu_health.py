@@ -282,9 +282,20 @@ options:
     type: str
     default: dcgmi
   timeout:
-    description: Seconds each command may run.
+    description:
+      - Seconds each command may run, except the quick C(nvidia-smi) queries (O(query_timeout)).
+      - Size it for C(dcgmi diag) at O(dcgm_diag_level).
     type: int
     default: 120
+  query_timeout:
+    description:
+      - Seconds C(nvidia-smi -q -x) and C(nvidia-smi nvlink -s) may run. On a GPU fallen off the bus
+        C(nvidia-smi) never returns; past this bound it is killed, or left behind when even SIGKILL
+        cannot end it, and C(gpu_count) fails with that as the root cause, naming the checks it
+        prevented (C(dcgmi) is not run).
+    type: int
+    default: 30
+    version_added: 0.5.0
 notes:
   - The RDMA port counters are the kernel's (Linux C(Documentation/ABI/stable/sysfs-class-infiniband));
     a device without a port management agent reads C(N/A), which is not judged. A counter reset

@@ -18,6 +18,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.raygate.cluster.plugins.module_utils import _runner
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import (
     fabric_counters,
     fingerprint,
@@ -669,6 +670,33 @@ def test_firmware_drift_shows_in_a_captured_fingerprint(sim, monkeypatch):
     assert found["hca_firmware"] == ["28.39.1002", "28.41.1000"]
     # The simulated boot banner names the kernel the host runs; NCCL is not captured.
     assert found["kernel"] == os.uname().release and found["nccl"] is None
+
+
+def test_hung_nvidia_smi_is_judged_within_its_query_bound_naming_the_tool(sim, monkeypatch):
+    # nvidia-smi on a GPU fallen off the bus never returns and its output stays open after the kill
+    # (gpu_sim._hang). gpu_health gives up after query_timeout plus the runner's grace, not the
+    # 600 s of timeout, and says so once: gpu_count fails with the root cause, the other nvidia-smi
+    # checks skip pointing at it, and dcgmi is not run.
+    monkeypatch.setenv("RAYGATE_SIM_HANG_SECONDS", "20")
+    monkeypatch.setattr(_runner, "KILL_GRACE", 1)
+    sim.scenario(gpu_spec({"type": "nvsmi_hang"}))
+    root = sim.build()
+    args = dict(live_args(root), timeout=600, query_timeout=2, dcgm_diag_level=1)
+    answer = run_gpu_health(sim, monkeypatch, args)
+    assert answer["verdict"] == "fail" and not answer["healthy"]
+    checks = {c["name"]: c for c in answer["checks"]}
+    root_cause = checks["gpu_count"]
+    assert root_cause["status"] == "fail", root_cause
+    assert root_cause["detail"].startswith(
+        "nvidia-smi -q -x did not answer within 2s (query_timeout) and did not end when killed"
+    ), root_cause
+    assert "stuck in the driver, as on a GPU fallen off the bus" in root_cause["detail"], root_cause
+    assert "dcgm_diag" in root_cause["detail"]  # named among the checks it prevented
+    needs = [n for n, c in checks.items() if c["status"] == "skip" and "see gpu_count" in (c.get("detail") or "")]
+    assert "ecc_mode" in needs and "dcgm_diag" in needs, checks
+    # The cause is said once, not once per check.
+    said = [c for c in answer["checks"] if "did not answer" in (c.get("detail") or "")]
+    assert len(said) == 1, said
 
 
 def test_hca_firmware_scenario_reaches_sysfs_ibstat_and_ibv_devinfo(sim):

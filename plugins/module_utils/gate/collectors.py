@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandTimeout
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
@@ -126,12 +126,27 @@ class Live:
         self.runner = runner
         self.check_mode = check_mode
 
-    def run(self, args):
+    def run(self, args, timeout=None):
         """(rc, out, err), or (None, '', message) when it cannot run."""
         try:
-            return self.runner.run(args)
+            return self.runner.run(args, timeout=timeout)
         except CommandError as exc:
             return None, "", str(exc)
+
+    def query(self, args):
+        """A quick nvidia-smi query, bounded by query_timeout (timeout is sized for DCGM's diag):
+        (rc, out, err), or (None, '', message) naming the tool when it did not answer."""
+        shown = " ".join([os.path.basename(args[0])] + list(args[1:]))
+        try:
+            return self.runner.run(args, timeout=self.p["query_timeout"])
+        except CommandTimeout as exc:
+            message = "%s did not answer within %ss (query_timeout)" % (shown, exc.limit)
+            if exc.stuck:
+                message += " and did not end when killed (pid %s left behind): stuck in the driver, " % exc.pid
+                message += "as on a GPU fallen off the bus"
+            return None, "", message
+        except CommandError as exc:
+            return None, "", "%s failed (not run): %s" % (shown, exc)
 
     def nvsmi(self, ev):
         name = self.p["nvidia_smi"]
@@ -139,25 +154,27 @@ class Live:
         if path is None:
             ev["nvsmi_error"] = "%s not found: no NVIDIA driver tools on this node" % name
             return None
-        rc, out, err = self.run([path, "-q", "-x"])
-        parsed = None
-        if rc is not None:
-            try:
-                parsed = gp.parse_nvsmi_xml(out)
-            except ValueError:
-                parsed = None
+        rc, out, err = self.query([path, "-q", "-x"])
+        if rc is None:
+            ev["nvsmi_error"] = err
+            return None
+        try:
+            parsed = gp.parse_nvsmi_xml(out)
+        except ValueError:
+            parsed = None
         if parsed is None or (rc != 0 and not parsed["gpus"]):
-            shown = "rc %s" % rc if rc is not None else "not run"
-            ev["nvsmi_error"] = "nvidia-smi -q -x failed (%s): %s" % (shown, _first_line(out, err) or "no output")
+            ev["nvsmi_error"] = "nvidia-smi -q -x failed (rc %s): %s" % (rc, _first_line(out, err) or "no output")
             return None
         ev["nvsmi"] = parsed
         return path
 
     def nvlink(self, ev, path):
-        rc, out, err = self.run([path, "nvlink", "-s"])
+        rc, out, err = self.query([path, "nvlink", "-s"])
+        if rc is None:
+            ev["nvlink_error"] = err
+            return
         if rc != 0:
-            shown = "rc %s" % rc if rc is not None else "not run"
-            ev["nvlink_error"] = "nvidia-smi nvlink -s failed (%s): %s" % (shown, _first_line(err, out) or "no output")
+            ev["nvlink_error"] = "nvidia-smi nvlink -s failed (rc %s): %s" % (rc, _first_line(err, out) or "no output")
             return
         ev["nvlink"] = gp.parse_nvlink_status(out)
 

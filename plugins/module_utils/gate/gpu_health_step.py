@@ -59,6 +59,7 @@ ARGUMENT_SPEC = dict(
     nvidia_smi=dict(type="str", default="nvidia-smi"),
     dcgmi=dict(type="str", default="dcgmi"),
     timeout=dict(type="int", default=120),
+    query_timeout=dict(type="int", default=30),
 )
 
 
@@ -98,7 +99,7 @@ def validate(module):
     for name in ("expected_gpus", "expected_ports", "xid_window"):
         if p[name] is not None and p[name] < 0:
             module.fail_json(msg="%s must be 0 or more, not %d" % (name, p[name]))
-    for name in ("expected_port_rate_gbps", "timeout"):
+    for name in ("expected_port_rate_gbps", "timeout", "query_timeout"):
         if p[name] is not None and p[name] <= 0:
             module.fail_json(msg="%s must be more than 0, not %d" % (name, p[name]))
     for kind, value in (p["ecc_correctable_max"] or {}).items():

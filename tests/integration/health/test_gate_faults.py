@@ -5,7 +5,8 @@ Shows, from the real playbook over SSH and the simulators' real output formats:
   with the check, its severity and its recommended action in the report;
 - a port error counter that grows while nccl-tests run: that port is blamed;
 - a node whose VBIOS differs from the fleet's: flagged by the fleet view, still allocatable;
-- a fleet-wide failure: the circuit breaker stops the gate instead of evicting.
+- a fleet-wide failure: the circuit breaker stops the gate instead of evicting;
+- an nvidia-smi that never returns (a GPU fallen off the bus): judged past its own short bound.
 The last test brings Ray up on three healthy nodes and finds the gate's labels in `ray list nodes`.
 
 Run on its own (`pytest tests/integration/health`, part of `make integration`): it owns the sandbox.
@@ -144,6 +145,30 @@ def test_a_fleet_wide_failure_trips_the_breaker_instead_of_evicting(fleet):
     assert rc == 2 and run_summary(fleet)["result"] == "gate_failed", out[-3000:]
     for index in range(1, NODES + 1):
         scenario(fleet["base"], index, HEALTHY)
+
+
+def test_a_hung_nvidia_smi_is_judged_within_its_bound_naming_the_tool(fleet):
+    # nvidia-smi never returns on node6 and its output outlives the kill, as on a GPU fallen off the
+    # bus (gpu_sim._hang). The gate gives up after raygate_health_query_timeout (not the 600 s of
+    # raygate_health_timeout), leaves node6 out with the tool named once, and the run ends.
+    hung = {"gpu": {"model": "H100", "faults": [{"type": "nvsmi_hang"}]}}
+    scenario(fleet["base"], 6, hung)
+    inv = inventory(fleet["base"], "hung", [1, 6, 7], "raygate_health_query_timeout: 5\n")
+    rc, out = health(inv)
+    doc = report(fleet, "hung")
+    assert doc["breaker_tripped"] is False, out[-3000:]
+    assert set(doc["unhealthy"]) == {"node6"}, out[-3000:]
+    node6 = {n["host"]: n for n in doc["nodes"]}["node6"]
+    cause = failing(node6)["gpu_count"]
+    assert cause["detail"].startswith("nvidia-smi -q -x did not answer within 5s (query_timeout)"), cause
+    assert "did not end when killed" in cause["detail"] and "dcgm_diag" in cause["detail"], cause
+    # Said once: the other GPU checks skip, pointing at gpu_count.
+    assert json.dumps(node6["checks"]).count("did not answer") == 1, node6["checks"]
+    with open(os.path.join(report_dir(fleet, "hung"), "healthy_hosts.txt")) as fh:
+        assert set(fh.read().split()) == {"node1", "node7"}
+    assert run_summary(fleet, "hung")["result"] == "degraded", out[-3000:]
+    assert rc == 0, out[-3000:]
+    scenario(fleet["base"], 6, HEALTHY)
 
 
 def test_nodes_that_passed_carry_their_health_labels_in_ray(fleet):

@@ -22,7 +22,8 @@ for the HCAs. mpirun reads the other hosts' scenarios from
 
 Other environment for tests: ``RAYGATE_SIM_HOSTNAME`` (this host's name), ``RAYGATE_SIM_HOSTS_FILE``
 (instead of /etc/hosts), ``RAYGATE_SIM_KERN_LOG`` (kernel log path), ``RAYGATE_SIM_EPOCH`` (the
-clock for timestamps), ``RAYGATE_SIM_ROOT`` (the sim root, as for raygate_sim.py).
+clock for timestamps), ``RAYGATE_SIM_ROOT`` (the sim root, as for raygate_sim.py),
+``RAYGATE_SIM_HANG_SECONDS`` (how long the ``nvsmi_hang`` fault holds, default 3600).
 
 Only stdlib; runs on the node's python3 (3.8+).
 """
@@ -35,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -51,6 +53,7 @@ KERN_LOG_ENV = "RAYGATE_SIM_KERN_LOG"
 HOSTNAME_ENV = "RAYGATE_SIM_HOSTNAME"
 HOSTS_ENV = "RAYGATE_SIM_HOSTS_FILE"
 EPOCH_ENV = "RAYGATE_SIM_EPOCH"
+HANG_ENV = "RAYGATE_SIM_HANG_SECONDS"
 
 NCCL_VERSION = "2.21.5"
 NCCL_LIB_DIR = "usr/lib/x86_64-linux-gnu"
@@ -137,6 +140,8 @@ FAULTS = {
     "low_bandwidth": {"factor": 0.5, "scope": "all"},
     "wrong_values": {"count": 4},
     "nccl_abort": {},
+    # nvidia-smi never returns and a kill does not end it, as on a GPU fallen off the bus (see _hang).
+    "nvsmi_hang": {},
 }
 
 FABRIC_DEVICES = {"ib": 8, "roce": 8, "efa": 32, "none": 0}
@@ -891,10 +896,29 @@ def _split_opt(args, i):
     return arg, None, i + 1
 
 
+def _hang():
+    """nvidia-smi on a GPU fallen off the bus: it sits in the driver, uninterruptible, and even
+    SIGKILL waits. A user process cannot make itself unkillable, so the caller sees the same thing
+    another way: a helper in a session of its own, which a kill of this process and its group does
+    not reach, holds the output open (as the stuck process would) while this one ignores SIGTERM
+    and waits. Both end after RAYGATE_SIM_HANG_SECONDS."""
+    seconds = float(_env(HANG_ENV, "3600"))
+    sys.stdout.flush()
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(seconds)
+        os._exit(0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(seconds)
+    return 124
+
+
 def nvidia_smi_main(argv):
     scenario = local_scenario()
     gpu = normalize_gpu(scenario.get("gpu"))
     host = local_hostname()
+    if faults_of(gpu, "nvsmi_hang"):
+        return _hang()
     if gpu["model"] == "none":
         _out(NVSMI_NO_DRIVER)
         return 9

@@ -283,11 +283,7 @@ class Node:
         return ray_procs.summarize(procs)
 
     def leftovers(self, plan):
-        gpu = []
-        smi = self.runner.which("nvidia-smi")
-        if smi:
-            rc, out, err = self.run([smi, "--query-compute-apps=pid,process_name", "--format=csv,noheader"])
-            gpu = [line.strip() for line in out.splitlines() if line.strip()] if rc == 0 else []
+        gpu = ray_procs.gpu_processes(self.runner, self.module.warn)
         ports = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
         return {
             "processes": ray_procs.summarize(self.ray_processes()),

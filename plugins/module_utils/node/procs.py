@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError
+
 # Binaries (comm) and script paths (in cmdline) that only Ray starts.
 RAY_COMMS = ("raylet", "gcs_server")
 RAY_SCRIPTS = (
@@ -96,3 +98,23 @@ def find_daemon(procs, comm):
 def summarize(procs):
     """Short, printable description of processes for messages and reports."""
     return ["%s (pid %s)" % (" ".join(p["argv"])[:160] or p["comm"], p["pid"]) for p in procs]
+
+
+# Seconds the leftover check's nvidia-smi query may run (gpu_health's query_timeout default).
+GPU_QUERY_TIMEOUT = 30
+
+
+def gpu_processes(runner, warn, timeout=GPU_QUERY_TIMEOUT):
+    """The compute processes nvidia-smi lists ("pid, name" lines); none without nvidia-smi. A quick
+    query with its own bound: on a GPU fallen off the bus nvidia-smi never returns, and then WARN
+    says the GPU processes were not checked (Ray's own processes are checked from /proc either way)."""
+    smi = runner.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        rc, out, _err = runner.run([smi, "--query-compute-apps=pid,process_name", "--format=csv,noheader"],
+                                   timeout=timeout)  # fmt: skip
+    except CommandError as exc:
+        warn("GPU processes not checked: nvidia-smi did not answer (%s)" % exc)
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()] if rc == 0 else []

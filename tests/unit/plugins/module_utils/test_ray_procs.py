@@ -1,5 +1,6 @@
 import os
 
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandTimeout
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 
 
@@ -51,3 +52,34 @@ def test_client_server_started_as_a_module_is_found(tmp_path):
     make_proc(tmp_path, 30, "python", argv)
     make_proc(tmp_path, 31, "python", ["/usr/bin/python3", "-m", "http.server", "10001"])
     assert [p["pid"] for p in ray_procs.ray_processes(proc_root=str(tmp_path))] == [30]
+
+
+class _Runner:
+    """which() finds nvidia-smi; run() answers with ANSWER or raises it."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.timeouts = []
+
+    def which(self, name):
+        return "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None
+
+    def run(self, args, timeout=None):
+        self.timeouts.append(timeout)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_gpu_processes_lists_what_nvidia_smi_names_within_its_bound():
+    runner = _Runner((0, "4242, ray::Trainer\n\n", ""))
+    warnings = []
+    assert ray_procs.gpu_processes(runner, warnings.append) == ["4242, ray::Trainer"]
+    assert runner.timeouts == [ray_procs.GPU_QUERY_TIMEOUT] and warnings == []
+
+
+def test_gpu_processes_warns_and_goes_on_when_nvidia_smi_does_not_answer():
+    hung = CommandTimeout("nvidia-smi did not finish within 30s and is still running after SIGKILL", 30, 7, True)
+    warnings = []
+    assert ray_procs.gpu_processes(_Runner(hung), warnings.append) == []
+    assert len(warnings) == 1 and "GPU processes not checked" in warnings[0] and "30s" in warnings[0]

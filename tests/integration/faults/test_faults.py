@@ -174,6 +174,30 @@ def test_bring_up(cluster):
            "-", "-", took, "-")  # fmt: skip
 
 
+def cluster_info(cluster, **args):
+    """raygate.cluster.ray_cluster_info ad hoc on the head, through the suite's inventory."""
+    args = json.dumps(dict(dashboard_url="http://198.18.0.11:8265", **args))
+    return run([os.path.join(VENV_BIN, "ansible"), "-i", cluster["inv"], "node1", "-m",
+                "raygate.cluster.ray_cluster_info", "-a", args], timeout=300)  # fmt: skip
+
+
+def test_wait_names_the_hosts_that_never_joined(cluster):
+    # The join wait on the running cluster: progress lines while waiting, and on timeout the hosts
+    # that never joined by name (a host that never starts Ray is the fault here).
+    expected = [{"name": "node%d" % i, "ip": ip} for i, ip in sorted(NODES.items())]
+    expected.append({"name": "ghost", "ip": "198.18.0.99"})
+    rc, out = cluster_info(cluster, expected=expected, wait_nodes=4, wait_gpus=32, wait_timeout=6, wait_sleep=1)
+    assert rc != 0
+    assert "timed out after 6s: 3/4 nodes, 24/32 GPUs alive; never joined: ghost" in out, out[-3000:]
+    assert "[node1] waiting for the cluster" in out  # progress, not a wall of retries
+    assert "FAILED - RETRYING" not in out
+    rc, out = cluster_info(cluster, expected=expected[:3], wait_nodes=3, wait_gpus=24, wait_timeout=60)
+    assert rc == 0, out
+    assert "alive_nodes: 3" in out and "missing: []" in out
+    rc, out = cluster_info(cluster, auth_token_file="/nonexistent")
+    assert rc != 0 and "token file /nonexistent is missing" in out
+
+
 def test_unreachable_worker_is_left_out_and_named(cluster):
     before = raylets()
     link(3, False)

@@ -24,6 +24,9 @@ import subprocess
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Seconds a killed command gets to end and close its output before it is left behind.
 KILL_GRACE = 5
+# Seconds a quick query of a tool (nvidia-smi's) may run by default: gpu_health's query_timeout and
+# ray_node's leftover check. Long runs (DCGM's diag, nccl-tests) keep their own timeout.
+QUERY_TIMEOUT = 30
 
 
 class CommandError(Exception):

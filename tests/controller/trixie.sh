@@ -30,8 +30,9 @@ ROOTFS_VERSION=2
 SUITE=trixie
 MIRROR=${RAYGATE_TRIXIE_MIRROR:-http://deb.debian.org/debian}
 # python3-venv brings ensurepip (pip for each venv); git and rsync are what tests/sanity/run.sh
-# uses; openssh-client is what `play` reaches the nodes with. No ca-certificates: the host's CA bundle is copied in (below), as pip must trust what the
-# host trusts (a TLS-inspecting egress proxy included).
+# uses; openssh-client is what `play` reaches the nodes with. No ca-certificates: the host's CA
+# bundle is copied in (below), as pip must trust what the host trusts (a TLS-inspecting egress
+# proxy included).
 PACKAGES=(python3 python3-venv git rsync openssh-client)
 CORE_VERSIONS=${CORE_VERSIONS:-2.20 2.21}
 SANITY_VERSIONS=${SANITY_VERSIONS:-2.21}
@@ -247,7 +248,7 @@ cmd_run() {
 # The collection as a user installs it: from the tarball, into a collections path of its own, made
 # again whenever the tarball changes (its checksum is the stamp). A minimal ansible.cfg beside it.
 install_collection() {
-    local tarball=$1 sum dir=/opt/raygate-controller
+    local venv=$1 tarball=$2 sum dir=/opt/raygate-controller
     sum=$(sha256sum "${tarball}" | cut -d' ' -f1)
     if [[ $(cat "${root}${dir}/tarball.sha256" 2>/dev/null) == "${sum}" ]]; then
         return 0
@@ -255,7 +256,7 @@ install_collection() {
     rm -rf --one-file-system "${root:?}${dir}"
     mkdir -p "${root}${dir}"
     cp "${tarball}" "${root}${dir}/collection.tar.gz"
-    in_chroot "${newest_venv}/bin/ansible-galaxy" collection install --offline -p "${dir}/collections" \
+    in_chroot "${venv}/bin/ansible-galaxy" collection install --offline -p "${dir}/collections" \
         "${dir}/collection.tar.gz" >/dev/null
     cat >"${root}${dir}/ansible.cfg" <<EOF
 # The Debian 13 test controller (tests/controller/trixie.sh play): the installed tarball only.
@@ -273,7 +274,7 @@ EOF
 }
 
 cmd_play() {
-    local tarball=${1:-} v
+    local tarball=${1:-} v venv
     [[ -f ${tarball} ]] || die "play: no collection tarball ${tarball:-(none given)}"
     tarball=$(realpath "${tarball}")
     shift
@@ -282,11 +283,11 @@ cmd_play() {
     build
     copy_trust
     v=${CORE_VERSIONS##* }
-    newest_venv=/opt/ansible-core-${v}
+    venv=/opt/ansible-core-${v}
     make_venv "${v}"
-    install_collection "${tarball}"
+    install_collection "${venv}" "${tarball}"
     in_chroot env ANSIBLE_CONFIG=/opt/raygate-controller/ansible.cfg ANSIBLE_FORCE_COLOR=0 \
-        "${newest_venv}/bin/ansible-playbook" "$@"
+        "${venv}/bin/ansible-playbook" "$@"
 }
 
 cmd_clean() {

@@ -126,10 +126,10 @@ class Live:
         self.runner = runner
         self.check_mode = check_mode
 
-    def run(self, args, timeout=None):
+    def run(self, args):
         """(rc, out, err), or (None, '', message) when it cannot run."""
         try:
-            return self.runner.run(args, timeout=timeout)
+            return self.runner.run(args)
         except CommandError as exc:
             return None, "", str(exc)
 

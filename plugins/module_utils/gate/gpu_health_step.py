@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import QUERY_TIMEOUT, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import collectors
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
@@ -59,7 +59,7 @@ ARGUMENT_SPEC = dict(
     nvidia_smi=dict(type="str", default="nvidia-smi"),
     dcgmi=dict(type="str", default="dcgmi"),
     timeout=dict(type="int", default=120),
-    query_timeout=dict(type="int", default=30),
+    query_timeout=dict(type="int", default=QUERY_TIMEOUT),
 )
 
 

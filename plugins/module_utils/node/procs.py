@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import QUERY_TIMEOUT, CommandError
 
 # Binaries (comm) and script paths (in cmdline) that only Ray starts.
 RAY_COMMS = ("raylet", "gcs_server")
@@ -100,11 +100,7 @@ def summarize(procs):
     return ["%s (pid %s)" % (" ".join(p["argv"])[:160] or p["comm"], p["pid"]) for p in procs]
 
 
-# Seconds the leftover check's nvidia-smi query may run (gpu_health's query_timeout default).
-GPU_QUERY_TIMEOUT = 30
-
-
-def gpu_processes(runner, warn, timeout=GPU_QUERY_TIMEOUT):
+def gpu_processes(runner, warn, timeout=QUERY_TIMEOUT):
     """The compute processes nvidia-smi lists ("pid, name" lines); none without nvidia-smi. A quick
     query with its own bound: on a GPU fallen off the bus nvidia-smi never returns, and then WARN
     says the GPU processes were not checked (Ray's own processes are checked from /proc either way)."""

@@ -1,6 +1,6 @@
 import os
 
-from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandTimeout
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import QUERY_TIMEOUT, CommandTimeout
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 
 
@@ -75,7 +75,7 @@ def test_gpu_processes_lists_what_nvidia_smi_names_within_its_bound():
     runner = _Runner((0, "4242, ray::Trainer\n\n", ""))
     warnings = []
     assert ray_procs.gpu_processes(runner, warnings.append) == ["4242, ray::Trainer"]
-    assert runner.timeouts == [ray_procs.GPU_QUERY_TIMEOUT] and warnings == []
+    assert runner.timeouts == [QUERY_TIMEOUT] and warnings == []
 
 
 def test_gpu_processes_warns_and_goes_on_when_nvidia_smi_does_not_answer():

@@ -62,23 +62,28 @@ class CommandRunner:
         search = os.pathsep.join([self.base_env["PATH"]] + list(extra_dirs))
         return shutil.which(name, path=search)
 
-    def environment(self, env=None):
+    def environment(self, env=None, user=None):
         merged = dict(self.base_env)
+        if user is not None:
+            merged.update(user.env())
         merged.update(env or {})
         return merged
 
-    def run(self, args, env=None, timeout=None, cwd=None, data=None, output_file=None):
+    def run(self, args, env=None, timeout=None, cwd=None, data=None, output_file=None, user=None):
         """Run ``args`` and return (rc, stdout, stderr).
 
         ``output_file``: send stdout and stderr to this file instead of pipes and return its
         content as stdout. Needed for commands that leave daemons behind (``ray start``):
         a daemon inheriting our pipe would keep it open and the call would never return.
+        ``user``: a service_user.ServiceUser to run the command as (its ids, groups and home);
+        the output file is still opened by the caller.
         """
         args = [str(a) for a in args]
         self.log.append(args)
         limit = self.timeout if timeout is None else timeout
+        as_user = user.popen_args() if user is not None else {}
         if output_file is not None:
-            return self._run_to_file(args, env, limit, cwd, output_file)
+            return self._run_to_file(args, self.environment(env, user), limit, cwd, output_file, as_user)
         try:
             # ansible-core 2.21's sanity asks for AnsibleModule.run_command: it has no timeout and
             # no new session for daemons, and this runner serves code without an AnsibleModule.
@@ -88,11 +93,12 @@ class CommandRunner:
                 stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=self.environment(env),
+                env=self.environment(env, user),
                 cwd=cwd,
                 text=True,
                 errors="replace",
                 start_new_session=True,
+                **as_user,
             )
         except OSError as exc:
             raise CommandError("cannot run %s: %s" % (args[0], exc)) from exc
@@ -130,16 +136,18 @@ class CommandRunner:
             )
         return CommandTimeout("%s did not finish within %ss (killed)" % (command, limit), limit, pid=proc.pid)
 
-    def _run_to_file(self, args, env, limit, cwd, output_file):
+    @staticmethod
+    def _run_to_file(args, env, limit, cwd, output_file, as_user):
         with open(output_file, "wb") as out:
             proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=self.environment(env),
+                env=env,
                 cwd=cwd,
                 start_new_session=True,
+                **as_user,
             )
             try:
                 rc = proc.wait(timeout=limit)

@@ -22,15 +22,19 @@ def read_text(path):
         return None
 
 
-def write_file(path, content, mode=0o644, check_mode=False):
-    """Write ``content`` to ``path`` atomically if it differs (or the mode does).
+def write_file(path, content, mode=0o644, check_mode=False, gid=None):
+    """Write ``content`` to ``path`` atomically if it differs (or the mode or group does).
 
     Returns ``(changed, diff)`` where diff is Ansible's before/after dict. The temporary
-    file gets its final mode before it is renamed into place, so a secret is never
-    readable by others, not even for an instant.
+    file gets its final mode (and ``gid``, when given: a secret the service user reads
+    through its group) before it is renamed into place, so a secret is never readable by
+    others, not even for an instant.
     """
     before = read_text(path)
-    mode_ok = before is not None and (os.stat(path).st_mode & 0o7777) == mode
+    mode_ok = False
+    if before is not None:
+        st = os.stat(path)
+        mode_ok = (st.st_mode & 0o7777) == mode and (gid is None or st.st_gid == gid)
     changed = before != content or not mode_ok
     diff = {"before": before or "", "after": content, "before_header": path, "after_header": path}
     if not changed or check_mode:
@@ -39,6 +43,8 @@ def write_file(path, content, mode=0o644, check_mode=False):
     os.makedirs(directory, mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".raygate-", dir=directory)
     try:
+        if gid is not None:
+            os.fchown(fd, -1, gid)
         os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(content)

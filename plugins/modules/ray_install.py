@@ -115,6 +115,18 @@ options:
     type: int
     default: 0
     version_added: 0.4.0
+  service_user:
+    description:
+      - The unprivileged account Ray is to run as
+        (M(raygate.cluster.ray_node)'s O(raygate.cluster.ray_node#module:user)).
+      - With O(state=present), created when it does not exist - a system account with its own group,
+        no login shell, its home in C(/var/lib/raygate/home), and C(raygate service user) as its
+        comment - and left as it is when it does.
+      - With O(state=absent) and no O(version) (every virtualenv removed), the account and its home are
+        removed too, but only one that raygate made (its comment) and as which nothing runs.
+      - Omitted or V(root), no account is created or removed.
+    type: str
+    version_added: 0.5.0
 notes:
   - A virtualenv is not relocatable (its scripts hard-code its path), which is why each
     version gets its own directory and upgrades switch the C(current) link.
@@ -136,6 +148,11 @@ EXAMPLES = r"""
   raygate.cluster.ray_install:
     version: 2.61.0
     set_current: false
+
+- name: Install Ray and create the account it runs as
+  raygate.cluster.ray_install:
+    version: 2.60.0
+    service_user: ray
 
 - name: Remove every raygate virtualenv
   raygate.cluster.ray_install:
@@ -183,6 +200,14 @@ removed:
   type: list
   elements: str
   sample: [/opt/raygate/ray-2.60.0-py3.11, /opt/raygate/current]
+service_user:
+  description:
+    - The account of O(service_user), when one is given and not V(root); C(created) or C(removed) says
+      what this run did (or would do, in check mode), C(kept) why a purge left it.
+  returned: when O(service_user) is given and not V(root)
+  type: dict
+  sample: {name: ray, uid: 999, gid: 995, home: /var/lib/raygate/home, created: true}
+  version_added: 0.5.0
 """
 
 from ansible.module_utils.basic import AnsibleModule

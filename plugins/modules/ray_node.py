@@ -119,7 +119,10 @@ options:
     type: bool
     default: true
   auth_token_file:
-    description: File on the node holding the token (mode 0600), passed as C(RAY_AUTH_TOKEN_PATH).
+    description:
+      - File on the node holding the token, passed as C(RAY_AUTH_TOKEN_PATH).
+      - Mode 0600, owned by root; with an unprivileged O(user), mode 0640 in that account's group, so
+        Ray reads it and the account cannot change it.
     type: path
     default: /etc/raygate/auth_token
   env_files:
@@ -153,6 +156,23 @@ options:
     type: str
     choices: [process, systemd]
     default: process
+  user:
+    description:
+      - The account every Ray process of the node runs as, under either supervisor - the raylet, the
+        GCS, the dashboard and every job's and actor's workers - so a job is never root on the node.
+      - It must exist (M(raygate.cluster.ray_install) creates it with its
+        O(raygate.cluster.ray_install#module:service_user) option); in check mode a missing account is
+        only predicted.
+      - Before a start, the session directories (C(/tmp/ray), O(temp_dir)) and the head's RocksDB
+        store are given to it; the token file becomes readable by its group (O(auth_token_file)).
+      - With O(supervisor=systemd) the unit gets C(User=) and a sandbox (C(NoNewPrivileges), no
+        capabilities, C(ProtectSystem=full), C(ProtectHome=read-only), kernel and clock protections,
+        a system-call filter); docs/SECURITY.md lists what is left out and why.
+      - V(root) runs Ray as root, as before, with no sandbox. Changing it restarts a running node
+        only with O(restart_on_change) (it is part of the configuration).
+    type: str
+    default: root
+    version_added: 0.5.0
   unit_name:
     description: Name of the systemd unit (without C(.service)).
     type: str
@@ -295,6 +315,15 @@ EXAMPLES = r"""
     resources: {nvlink_domain_a: 1}
     labels: {rack: r12}
 
+- name: Start a worker as the unprivileged account ray, under a sandboxed systemd unit
+  raygate.cluster.ray_node:
+    role: worker
+    node_ip: 10.0.0.4
+    head_ip: 10.0.0.1
+    num_gpus: 8
+    user: ray  # created beforehand by ray_install's service_user
+    supervisor: systemd
+
 - name: Start a worker that passed the health gate, with labels a job can select on
   raygate.cluster.ray_node:
     role: worker
@@ -318,6 +347,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+user:
+  description: The account the node's Ray processes run as (O(user)).
+  returned: when state is started
+  type: str
+  sample: ray
+  version_added: 0.5.0
 pid:
   description: PID of the raylet when the node is running.
   returned: when state is started

@@ -49,10 +49,14 @@ class AuthToken:
         return hashlib.sha256(token.encode()).hexdigest() if token else None
 
     def write(self, check_mode):
-        """Write the given token to the token file (0600); True when it changed. Never diffed."""
+        """Write the given token to the token file; True when it changed. Never diffed. 0600 for
+        root; 0640 in the service user's group when Ray runs unprivileged: Ray reads it, the
+        account cannot change it."""
         if not self.p["auth"] or self.p["auth_token"] is None:
             return False
-        return write_file(self.p["auth_token_file"], self.token(), mode=0o600, check_mode=check_mode)[0]
+        gid = self.node.run_as.secret_gid()
+        mode = 0o600 if gid is None else 0o640
+        return write_file(self.p["auth_token_file"], self.token(), mode=mode, check_mode=check_mode, gid=gid)[0]
 
     def drift(self, procs):
         """True when the running node uses another token than the given one and rotate_token

@@ -68,6 +68,9 @@ class NodeConfig:
             "token": token_digest,
             "supervisor": p["supervisor"],
         }
+        if p["user"] != "root":
+            # Only when set: a node that runs as root keeps the hash it had before.
+            desired["user"] = p["user"]
         if p["gcs_ft"] != "none":
             # Only when on: a cluster without fault tolerance keeps the hash it had before.
             desired["gcs"] = self.node.gcs.desired()

@@ -104,7 +104,8 @@ class GcsStore:
         }
 
     def make_storage_dir(self):
-        """The GCS's own disk store: readable by root only, like Redis's data directory."""
+        """The GCS's own disk store: readable by its owner only, like Redis's data directory (the
+        service user's, node.own_runtime_dirs)."""
         if self.p["gcs_ft"] == "rocksdb" and self.p["role"] == "head":
             os.makedirs(self.storage_path(), mode=0o700, exist_ok=True)
 

@@ -15,6 +15,7 @@ import shutil
 import socket
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
+from ansible_collections.raygate.cluster.plugins.module_utils.node import service_user
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import RAY_VERSION_RE
 
 MARKER = "raygate-install.json"
@@ -248,6 +249,43 @@ class Installer:
         if rc != 0:
             raise BuildFailed("failed to %s (rc=%s): %s" % (what, rc, ((err or "") + (out or "")).strip()[-2000:]))
 
+    def wanted_service_user(self):
+        """The service_user option, checked; None when none is to be managed (unset or root)."""
+        name = self.module.params["service_user"]
+        if not name or name == service_user.ROOT:
+            return None
+        problem = service_user.name_problem(name)
+        if problem:
+            self.fail("service_user: %s" % problem)
+        return name
+
+    def service_user_present(self):
+        """Create the service account unless it exists; what the result says of it (None: none)."""
+        name = self.wanted_service_user()
+        if name is None:
+            return None
+        try:
+            created, account = service_user.ensure(name, self.runner, self.module.check_mode)
+        except (service_user.CommandFailed, CommandError) as exc:
+            self.fail("cannot create the service user %s: %s" % (name, exc))
+        described = account.describe() if account is not None else {"name": name}
+        return dict(described, created=created)
+
+    def service_user_absent(self):
+        """Remove the service account when raygate made it and nothing runs as it (None: none)."""
+        name = self.wanted_service_user()
+        if name is None:
+            return None
+        try:
+            removed, kept = service_user.remove(name, self.runner, self.module.check_mode)
+        except (service_user.CommandFailed, CommandError) as exc:
+            self.fail("cannot remove the service user %s: %s" % (name, exc))
+        result = {"name": name, "removed": removed}
+        if kept:
+            result["kept"] = kept
+            self.module.warn(kept)
+        return result
+
     def switch_current(self, venv):
         link = os.path.join(self.params["base_dir"], "current")
         if os.path.islink(link) and os.readlink(link) == venv:
@@ -279,6 +317,7 @@ def present(module, inst):
         module.fail_json(msg="min_free_mb must be 0 (estimate the space needed) or a number of MiB")
     if params["requirements"] and not os.path.isfile(params["requirements"]):
         module.fail_json(msg="requirements file %s does not exist on this node" % params["requirements"])
+    inst.wanted_service_user()  # a bad name fails before anything changes
     py_version = inst.python_version(params["python"])
     minor = ".".join(py_version.split(".")[:2])
     venv = os.path.join(params["base_dir"], "ray-%s-py%s" % (version, minor))
@@ -295,8 +334,11 @@ def present(module, inst):
     changed = needs_install
     if params["set_current"]:
         changed = inst.switch_current(venv) or changed
+    account = inst.service_user_present()
+    changed = changed or bool(account and account["created"])
     venv_python = os.path.join(venv, "bin", "python")
     actual_py = py_version if module.check_mode and needs_install else inst.python_version(venv_python)
+    extra = {"service_user": account} if account else {}
     module.exit_json(
         changed=changed,
         venv=venv,
@@ -305,6 +347,7 @@ def present(module, inst):
         version_info={"ray": version, "python": actual_py},
         free_mb=free // MIB,
         needed_mb=needed // MIB,
+        **extra,
     )
 
 
@@ -327,7 +370,10 @@ def absent(module, inst):
             os.unlink(link)
     if not version and os.path.isdir(base_dir) and not module.check_mode and not os.listdir(base_dir):
         os.rmdir(base_dir)
-    module.exit_json(changed=bool(removed), removed=removed, current=current_target(base_dir))
+    account = inst.service_user_absent() if not version else None
+    extra = {"service_user": account} if account else {}
+    changed = bool(removed) or bool(account and account["removed"])
+    module.exit_json(changed=changed, removed=removed, current=current_target(base_dir), **extra)
 
 
 ARGUMENT_SPEC = dict(
@@ -343,6 +389,7 @@ ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
     timeout=dict(type="int", default=1200),
     min_free_mb=dict(type="int", default=0),
+    service_user=dict(type="str"),
 )
 MUTUALLY_EXCLUSIVE = [("wheelhouse", "index_url")]
 

@@ -9,7 +9,8 @@ composes the parts that own the rest, each in the file named for it: the configu
 and the record of a start (config.py), the systemd unit (unit.py), the auth token (auth.py), the
 GCS store's secrets and environment (gcs_store.py), the labels file (labels_file.py), the `ray
 start` command (start_command.py), whether a running session is a working member (session.py),
-the drain of a worker (drain.py) and the signals that end Ray's processes (stop.py).
+the drain of a worker (drain.py), the signals that end Ray's processes (stop.py) and the account
+Ray runs as (run_as.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils.node.config import
 from ansible_collections.raygate.cluster.plugins.module_utils.node.drain import Drain
 from ansible_collections.raygate.cluster.plugins.module_utils.node.gcs_store import GCS_SECRET_FILE, GcsStore
 from ansible_collections.raygate.cluster.plugins.module_utils.node.labels_file import LabelsFile
+from ansible_collections.raygate.cluster.plugins.module_utils.node.run_as import RunAs
 from ansible_collections.raygate.cluster.plugins.module_utils.node.session import Session
 from ansible_collections.raygate.cluster.plugins.module_utils.node.start_command import StartCommand
 from ansible_collections.raygate.cluster.plugins.module_utils.node.stop import Stopper
@@ -69,6 +71,7 @@ class Node:
         self.stopper = Stopper(self)
         self.config = NodeConfig(self)
         self.session = Session(self)
+        self.run_as = RunAs(self)
 
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **kwargs)
@@ -135,6 +138,7 @@ class Node:
         if p["role"] == "worker" and not p["head_ip"]:
             self.fail("head_ip is required to start a worker")
         labels, status = self.labels.checked()
+        self.run_as.user()
         if p["supervisor"] == "systemd" and not files.systemd_booted():
             self.fail(
                 "supervisor is systemd but systemd is not the init system here (no %s); set supervisor (the role "
@@ -161,6 +165,7 @@ class Node:
         """The result's start: what the node is to be, and the status labels it carries now."""
         p = self.p
         result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
+        result["user"] = p["user"]
         result["new_session"] = False
         storage = self.gcs.described()
         if storage is not None:
@@ -210,6 +215,7 @@ class Node:
         self.auth.write(check_mode=False)
         self.gcs.write_secret(check_mode=False)
         self.gcs.make_storage_dir()
+        self.run_as.own_runtime_dirs()
         self.config.write(env, args, digest, node_labels, status_keys)
         # Recorded before the launch: a run interrupted during `ray start` leaves a node whose
         # configuration is known, so the next run judges it instead of refusing a stranger.
@@ -229,7 +235,8 @@ class Node:
             self.unit.start()
         else:
             log = os.path.join(self.p["state_dir"], "ray-start.log")
-            rc, out, err = self.run(self.gcs.with_password(args), env=env, output_file=log, cwd="/")
+            command = self.gcs.with_password(args)
+            rc, out, err = self.run(command, env=env, output_file=log, cwd="/", user=self.run_as.user())
             if rc != 0:
                 self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
         ok, raylet, elapsed = wait_for(self._raylet_up, timeout=self.p["start_timeout"], interval=0.5)
@@ -353,6 +360,7 @@ ARGUMENT_SPEC = dict(
     state_dir=dict(type="path", default="/run/raygate"),
     extra_files=dict(type="list", elements="path", default=[]),
     supervisor=dict(type="str", choices=["process", "systemd"], default="process"),
+    user=dict(type="str", default="root"),
     unit_name=dict(type="str", default="raygate-ray"),
     unit_dir=dict(type="path", default="/etc/systemd/system"),
     restart_on_change=dict(type="bool", default=False),

@@ -13,8 +13,38 @@ from ansible_collections.raygate.cluster.plugins.module_utils.files import write
 
 UNIT_HASH_PREFIX = "# raygate-config-hash: "
 
+# The sandboxing a node's unit gets when Ray runs as an unprivileged account: what Ray and its
+# jobs tolerate (checked on the sandbox's systemd nodes; the score is in docs/SECURITY.md). Left
+# out on purpose: PrivateTmp (the `ray` CLI finds the node through /tmp/ray), PrivateDevices and
+# DevicePolicy (the GPUs and /dev/infiniband), MemoryDenyWriteExecute (JIT compilers: Triton,
+# numba, PyTorch), ProtectSystem=strict and ProtectHome=yes (jobs write checkpoints where the
+# site keeps them, and read datasets under /home), @debug (py-spy, the dashboard's stack traces),
+# RestrictNamespaces (runtime environments that start containers). A site adds what its jobs
+# allow with a drop-in (systemctl edit raygate-ray).
+HARDENING = (
+    "NoNewPrivileges=yes",
+    "CapabilityBoundingSet=",
+    "AmbientCapabilities=",
+    "ProtectSystem=full",
+    "ProtectHome=read-only",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "ProtectClock=yes",
+    "ProtectHostname=yes",
+    "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes",
+    "LockPersonality=yes",
+    "RemoveIPC=yes",
+    "SystemCallArchitectures=native",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+    "SystemCallFilter=~@clock @cpu-emulation @module @mount @obsolete @raw-io @reboot @swap",
+    "SystemCallErrorNumber=EPERM",
+)
 
-def render_unit(role, command, env_files, description=None, config_hash=None, venv_bin=None):
+
+def render_unit(role, command, env_files, description=None, config_hash=None, venv_bin=None, user=None):
     """The systemd unit for a node: ``ray start --block`` as the main process.
 
     No ExecStop: on SIGTERM ``ray start --block`` stops the node's processes itself;
@@ -27,6 +57,9 @@ def render_unit(role, command, env_files, description=None, config_hash=None, ve
     venv_bin goes first on PATH, as under the process supervisor: a job's entrypoint
     (``ray job submit -- python script.py``) and runtime environments run Ray's Python, not the
     system's (which may have no ``python`` at all).
+
+    user: the unprivileged account every process of the unit runs as (User=, with HARDENING);
+    None or root: the unit runs as root, unsandboxed, as before.
     """
     lines = ["# Managed by raygate.cluster.ray_node: local changes are overwritten."]
     if config_hash:
@@ -40,6 +73,9 @@ def render_unit(role, command, env_files, description=None, config_hash=None, ve
         "[Service]",
         "Type=simple",
     ]
+    if user and user != "root":
+        lines.append("User=%s" % user)
+        lines += list(HARDENING)
     if venv_bin:
         lines.append("Environment=PATH=%s:%s" % (venv_bin, DEFAULT_PATH))
     lines += ["EnvironmentFile=-%s" % path for path in env_files]
@@ -94,7 +130,8 @@ class Unit:
 
     def write(self, args, env_files, digest):
         """The unit that runs ``args`` (a `ray start` command) with ``env_files``, keeping ``digest``."""
-        unit = render_unit(self.p["role"], args, env_files, config_hash=digest, venv_bin=self.node.venv_bin)
+        p = self.p
+        unit = render_unit(p["role"], args, env_files, config_hash=digest, venv_bin=self.node.venv_bin, user=p["user"])
         write_file(self.node.unit_path, unit)
 
     def start(self):

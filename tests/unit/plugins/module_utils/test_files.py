@@ -17,6 +17,20 @@ def test_write_file_mode_diff_and_idempotence(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's group to one we are not in needs root")
+def test_write_file_group_is_part_of_the_file(tmp_path):
+    # The token the service user reads through its group: the group set before the file appears,
+    # a wrong group a change like a wrong mode.
+    path = str(tmp_path / "token")
+    assert write_file(path, "secret", mode=0o640, gid=4321)[0] is True
+    st = os.stat(path)
+    assert (st.st_gid, stat.S_IMODE(st.st_mode)) == (4321, 0o640)
+    assert write_file(path, "secret", mode=0o640, gid=4321)[0] is False
+    os.chown(path, -1, 0)
+    assert write_file(path, "secret", mode=0o640, gid=4321)[0] is True
+    assert os.stat(path).st_gid == 4321
+
+
 def test_write_file_check_mode_writes_nothing(tmp_path):
     path = tmp_path / "f"
     changed = write_file(str(path), "x", check_mode=True)[0]

@@ -773,3 +773,83 @@ def test_bad_labels_fail_before_anything_changes(tmp_path, monkeypatch, labels, 
     case = {"args": args, "expect": {"failed": True}, "expect_contains": {"msg": needles + ["nothing was changed"]}}
     run_case(case, ray_node.main, tmp_path, monkeypatch)
     assert sent == [] and not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()
+
+
+# -- the account Ray runs as (user) -------------------------------------------------------------
+def test_unit_of_an_unprivileged_node_names_the_account_and_is_sandboxed(tmp_path):
+    ray = tmp_path / "ray"
+    ray.write_text("#!/bin/sh\n")
+    unit = node_unit.render_unit("worker", [str(ray), "start"], [], user="ray")
+    lines = unit.splitlines()
+    assert "User=ray" in lines
+    for directive in ("NoNewPrivileges=yes", "CapabilityBoundingSet=", "ProtectSystem=full", "ProtectHome=read-only"):
+        assert directive in lines, directive
+    # Root keeps the unit it had: no account, no sandbox that would take root's powers away.
+    plain = node_unit.render_unit("worker", [str(ray), "start"], [], user="root")
+    assert "User=" not in plain and "NoNewPrivileges" not in plain
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
+def test_the_sandboxed_unit_passes_systemd_analyze_verify(tmp_path):
+    ray = tmp_path / "ray"
+    ray.write_text("#!/bin/sh\n")
+    ray.chmod(0o755)
+    path = tmp_path / "raygate-ray.service"
+    path.write_text(node_unit.render_unit("worker", [str(ray), "start"], [], user="ray"))
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "raygate-ray.service" not in proc.stderr, proc.stderr
+
+
+def test_a_missing_account_fails_before_anything_changes_naming_the_fix(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    args = base_args(tmp_path, user="raygate-no-such")
+    case = {"args": args, "expect": {"failed": True}}
+    result = run_case(case, ray_node.main, tmp_path, monkeypatch)
+    assert "user raygate-no-such" in result["msg"] and "service_user" in result["msg"]
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()
+    # In check mode the install would create it first: a start is predicted.
+    result = run_case({"args": args, "check_mode": True, "expect": {"changed": True}}, ray_node.main, tmp_path,
+                      monkeypatch)  # fmt: skip
+    assert result["user"] == "raygate-no-such"
+
+
+def test_a_bad_account_name_is_refused(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    case = {"args": base_args(tmp_path, user="Ray Team"), "check_mode": True,
+            "expect": {"failed": True, "msg_contains": "user: 'Ray Team' is not a valid user name"}}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another group needs root")
+def test_an_unprivileged_node_starts_as_its_account_and_reads_the_token_by_group(tmp_path, monkeypatch):
+    from ansible_collections.raygate.cluster.plugins.module_utils.node import service_user
+
+    fake_venv(tmp_path)
+    started_head(monkeypatch)
+    launched, owned = [], []
+    monkeypatch.setattr(service_user, "own_tree", lambda path, user: owned.append((path, user.name)))
+
+    def fake_run(self, args, **kwargs):
+        if "--help" in args:
+            return 0, HELP, ""
+        launched.append(kwargs.get("user"))
+        return 0, "", ""
+
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    token_file = tmp_path / "etc" / "auth_token"
+    args = base_args(tmp_path, user="nobody", auth=True, auth_token="t" * 64, auth_token_file=str(token_file),
+                     temp_dir=str(tmp_path / "raytmp"))  # fmt: skip
+    result = run_case({"args": args, "expect": {"changed": True, "user": "nobody"}}, ray_node.main, tmp_path,
+                      monkeypatch)  # fmt: skip
+    nobody = service_user.lookup("nobody")
+    assert [u.name for u in launched] == ["nobody"]
+    st = token_file.stat()
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o777)) == (0, nobody.gid, "0o640")
+    assert owned == [(str(tmp_path / "raytmp"), "nobody"), ("/tmp/ray", "nobody")]
+    # The account is part of the configuration: the same node as root is another one.
+    root_hash = run_case({"args": dict(args, user="root"), "check_mode": True, "expect": {"changed": True}},
+                         ray_node.main, tmp_path, monkeypatch)["config_hash"]  # fmt: skip
+    assert root_hash != result["config_hash"]

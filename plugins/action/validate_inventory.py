@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import PURPOSES, validate
+from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import PURPOSES, root_warning, validate
 
 # Variables read per host, without their raygate_ prefix.
 KEYS = (
@@ -24,6 +24,7 @@ KEYS = (
     "num_gpus",
     "memory",
     "python_version_match_level",
+    "user",
 )
 
 # Mirrors the options in plugins/modules/validate_inventory.py's DOCUMENTATION (that module file holds
@@ -58,6 +59,9 @@ class ActionModule(ActionBase):
         hostvars = {h: self._host_values(task_vars["hostvars"][h], h, defaults) for h in set(heads + workers)}
         errors, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"], args["purpose"])
         result.update(changed=False, errors=errors, cluster=summary)
+        warning = root_warning(summary["runs_as_root"]) if args["purpose"] == "cluster" else None
+        if warning:
+            result["warnings"] = [warning]
         if errors:
             result.update(failed=True, msg="the inventory is not a valid raygate cluster:\n- " + "\n- ".join(errors))
         return result

@@ -41,7 +41,9 @@ options:
     description:
       - Values for hosts that do not set the variable, keyed without the C(raygate_) prefix
         (V(ray_version), V(ray_extras), V(auth), V(ports), V(port_offset), V(min_worker_ports),
-        V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level)).
+        V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level), V(user)).
+      - V(user) (C(raygate_user)) must be a user name; a cluster that runs Ray as V(root) on some host
+        gets one warning naming those hosts (not for O(purpose=gate)).
     type: dict
     default: {}
   pair_partner:
@@ -91,8 +93,16 @@ errors:
   elements: str
   sample: ["the inventory group 'ray_head' must hold exactly one host (the Ray head); found none. Put one host in it."]
 cluster:
-  description: The head, the workers, the port plan and the expected nodes.
+  description:
+    - The head, the workers, the port plan and the expected nodes.
+    - C(runs_as_root) lists the hosts whose C(raygate_user) is V(root).
   returned: always
   type: dict
-  sample: {head: node1, workers: [node2, node3], plan: {gcs: 6379}, nodes: [{name: node1, ip: 198.18.0.11}], gpus: 24}
+  sample:
+    head: node1
+    workers: [node2, node3]
+    plan: {gcs: 6379}
+    nodes: [{name: node1, ip: 198.18.0.11}]
+    gpus: 24
+    runs_as_root: []
 """

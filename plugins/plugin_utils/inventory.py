@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.node.service_user import NAME_RE as USER_RE
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import MATCH_LEVELS, RAY_VERSION_RE
 
 AUTH_MIN_VERSION = (2, 52)
@@ -97,7 +98,25 @@ def check_host(host, v, purpose="cluster"):
             "host %s: raygate_python_version_match_level=%r must be one of %s"
             % (host, v.get("python_version_match_level"), ", ".join(MATCH_LEVELS))
         )
+    user = v.get("user")
+    if user is not None and not USER_RE.match(str(user)):
+        errors.append(
+            "host %s: raygate_user=%r is not a user name (lower-case letters, digits, _ and -, starting with a "
+            "letter or _); name the account Ray runs as, such as ray" % (host, user)
+        )
     return errors
+
+
+def root_warning(hosts):
+    """The warning of a run that starts Ray as root on ``hosts`` (empty: none)."""
+    if not hosts:
+        return None
+    shown = ", ".join(hosts[:10]) + (" and %d more" % (len(hosts) - 10) if len(hosts) > 10 else "")
+    return (
+        "Ray runs as root on %s (raygate_user: root): every job submitted with the token is root on those "
+        "nodes and can read the token, rewrite the firewall and the NCCL environment. Unset raygate_user "
+        "(default ray) to run Ray as an unprivileged account (docs/SECURITY.md)" % shown
+    )
 
 
 def check_plan(host, v):
@@ -153,7 +172,9 @@ def validate(head_group, heads, workers, hostvars, pair_partner="", purpose="clu
     _agree("raygate_auth", {h: bool(hostvars[h].get("auth")) for h in members}, errors)
     errors += check_pair_partner(pair_partner, list(dict.fromkeys(members)))
     head = heads[0] if len(heads) == 1 else None
+    as_root = [h for h in dict.fromkeys(members) if hostvars[h].get("user") == "root"]
     summary = {
+        "runs_as_root": as_root,
         "head": head,
         "workers": [w for w in workers if w != head],
         "plan": plans.get(head) if head else None,

@@ -156,6 +156,21 @@ def leftovers(index):
     return out.strip()
 
 
+# Any Ray process: the daemons, the dashboard and its agents, every worker (ray::...).
+RAY_PROCESS = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay::|[d]efault_worker|[l]og_monitor"
+# What a job may do on a node: print its euid, try raygate's configuration and the firewall.
+JOB_POWERS = """import os, subprocess
+print("EUID", os.geteuid())
+try:
+    open("/etc/raygate/job-was-here", "w").close()
+    print("ETC WRITTEN")
+except PermissionError:
+    print("ETC REFUSED")
+nft = subprocess.run(["nft", "add", "table", "inet", "job_was_here"], capture_output=True)
+print("NFT REFUSED" if nft.returncode != 0 else "NFT CHANGED")
+"""
+
+
 def test_bring_up(cluster):
     rc, out, took, seen = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
@@ -170,6 +185,17 @@ def test_bring_up(cluster):
     assert command.endswith("ray job submit --working-dir . -- python script.py"), command
     rc, job = node(1, "cd $(mktemp -d) && echo 'print(6 * 7)' > script.py && " + command)
     assert rc == 0 and "42" in job and "succeeded" in job, job[-3000:]
+    # Ray never runs as root: every Ray process of every node runs as the service user, and a job
+    # is that user, so it can neither write raygate's files nor touch the node's firewall.
+    for index in NODES:
+        rc, users = node(index, "ps -o user= -p $(pgrep -d, -f '%s')" % RAY_PROCESS)
+        assert rc == 0 and set(users.split()) == {"ray"}, (index, users)
+    rc, job = node(1, "cd $(mktemp -d) && cat > script.py <<'EOF'\n%sEOF\n%s" % (JOB_POWERS, command))
+    assert rc == 0 and "succeeded" in job, job[-3000:]
+    assert re.search(r"^EUID [1-9]\d*$", job, re.M), job[-3000:]
+    assert "ETC REFUSED" in job and "NFT REFUSED" in job, job[-3000:]
+    rc, out = node(1, "ls /etc/raygate/job-was-here; nft list tables")
+    assert "job_was_here" not in out, out
     record(cluster, "none: a fresh site.yml on new nodes (install from the wheelhouse included), for scale",
            "-", "-", took, "-")  # fmt: skip
 

@@ -39,6 +39,10 @@ def write_inventory(base):
     return str(inv)
 
 
+# Any Ray process: the daemons, the dashboard and its agents, every worker (ray::...).
+RAY_PROCESS = "[r]aylet|[g]cs_server|[r]ay/dashboard|[r]ay::|[d]efault_worker|[l]og_monitor"
+
+
 def unit(index, name="raygate-ray.service"):
     """The unit's state as systemd in node INDEX sees it."""
     rc, out = node(index, "systemctl show -p ActiveState,UnitFileState,MainPID,NRestarts %s" % name)
@@ -79,6 +83,9 @@ def units_run_ray():
         rc, cmdline = node(index, "tr '\\0' ' ' </proc/%s/cmdline" % ray["main_pid"])
         assert "start" in cmdline and "--block" in cmdline, cmdline
         assert raylet(index), index
+        # Ray never runs as root: the unit's main process and every Ray process are the service user's.
+        rc, users = node(index, "ps -o user= -p %s,$(pgrep -d, -f '%s')" % (ray["main_pid"], RAY_PROCESS))
+        assert rc == 0 and set(users.split()) == {"ray"}, (index, users)
 
 
 def changed_nothing(out):

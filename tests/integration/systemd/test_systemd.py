@@ -9,7 +9,9 @@ units and leaves nothing, twice.
 Run on its own (`pytest tests/integration/systemd`): it owns the sandbox while it runs.
 """
 
+import json
 import os
+import re
 
 import pytest
 from conftest import ROOT, SANDBOX, STATE, needs_root, node, run, wait_until
@@ -60,6 +62,21 @@ def test_site_enables_and_starts_the_units(cluster):
     assert rc == 0, out[-4000:]
     units_run_ray()
     assert alive_ips() == sorted(NODES.values())
+
+
+def test_the_unit_is_sandboxed_better_than_exposed(cluster):
+    # systemd's own judgement of the unit (0 safe .. 10 unsafe; 7 and up is EXPOSED or UNSAFE). The
+    # score goes to artifacts/security.json for docs/SECURITY.md.
+    rc, out = node(1, "systemd-analyze security --no-pager raygate-ray.service")
+    found = re.search(r"Overall exposure level for raygate-ray.service: ([0-9.]+) (\w+)", out)
+    assert rc == 0 and found, out[-3000:]
+    score, verdict = float(found.group(1)), found.group(2)
+    rc, version = node(1, "systemctl --version | head -1")
+    os.makedirs(os.path.join(ROOT, "artifacts"), exist_ok=True)
+    with open(os.path.join(ROOT, "artifacts", "security.json"), "w") as fh:
+        figures = {"unit": "raygate-ray.service", "exposure": score, "verdict": verdict, "systemd": version.strip()}
+        json.dump(figures, fh)
+    assert score < 7.0 and verdict not in ("EXPOSED", "UNSAFE"), out[-3000:]
 
 
 def test_rerun_restarts_nothing(cluster):

@@ -107,3 +107,20 @@ def test_purpose_defaults_to_a_cluster_that_needs_them():
 def test_an_unknown_purpose_fails_with_the_validators_message():
     with pytest.raises(AnsibleActionFail, match="value of purpose must be one of: cluster, gate, got: ray"):
         run_action({"defaults": DEFAULTS, "purpose": "ray"})
+
+
+def test_a_cluster_run_as_root_warns_once_naming_the_hosts():
+    res = run_action({"defaults": dict(DEFAULTS, user="ray")})
+    assert res["cluster"]["runs_as_root"] == [] and "warnings" not in res
+    res = run_action({"defaults": dict(DEFAULTS, user="root")})
+    assert res["errors"] == [] and res["cluster"]["runs_as_root"] == ["node1", "node2"]
+    (warning,) = res["warnings"]
+    assert "Ray runs as root on node1, node2 (raygate_user: root)" in warning
+    # health.yml starts no Ray: nothing to warn about.
+    res = run_action({"defaults": dict(DEFAULTS, user="root"), "purpose": "gate"})
+    assert "warnings" not in res
+
+
+def test_a_bad_account_name_fails_naming_host_and_value():
+    res = run_action({"defaults": dict(DEFAULTS, user="Ray Team")})
+    assert res["failed"] is True and "host node1: raygate_user='Ray Team' is not a user name" in res["msg"]

@@ -66,10 +66,11 @@ def test_the_account_is_made_a_marked_system_account(monkeypatch, tmp_path):
     assert args[args.index("--shell") + 1] in su.NOLOGIN
 
 
-def test_a_failed_useradd_says_why(monkeypatch):
+def test_a_failed_useradd_says_why(monkeypatch, tmp_path):
     monkeypatch.setattr(su, "lookup", lambda name: None)
+    runner = FakeRunner(rc=9, err="useradd: group ray exists\n")
     with pytest.raises(su.CommandFailed, match="useradd ray failed .rc=9.: useradd: group ray exists"):
-        su.ensure("ray", FakeRunner(rc=9, err="useradd: group ray exists\n"), check_mode=False, home="/nonexistent/h")
+        su.ensure("ray", runner, check_mode=False, home=str(tmp_path / "home" / "ray"))
 
 
 def test_only_an_account_raygate_made_is_removed(monkeypatch):

@@ -16,9 +16,9 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-MODULES := ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test health_report node_steps run_summary slurm_gate gcs_redis
+MODULES := ray_install ray_node ray_cluster_info validate_inventory cluster_tls nccl_env ray_firewall gpu_health nccl_test health_report node_steps run_summary slurm_gate gcs_redis
 FILTERS := port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member
-APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw \
+APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw tcpdump \
   slurmctld slurmd slurm-client munge redis-server
 # The systemd sandbox (sandbox.sh up N --systemd). No recommends: systemd-container's
 # libnss-mymachines would edit the host's /etc/nsswitch.conf.
@@ -114,6 +114,10 @@ BENCH_SCALE_ARGS ?=
 .PHONY: bench-scale
 bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.yml 1-20 nodes, health.yml 10-100 light nodes, model to 1,000 (root)
 	$(BENCH_VENV)/bin/python bench/scale.py $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-tls
+bench-tls: bootstrap wheelhouse  ## bench/tls.py: bring-up and a 1 GiB object between 2 nodes, TLS off and on (root, ~6 min)
+	$(BIN)/python bench/tls.py $(BENCH_ARGS)
 
 # ---- tests -------------------------------------------------------------------------------
 .PHONY: lint

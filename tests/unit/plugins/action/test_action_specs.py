@@ -5,7 +5,7 @@ import importlib
 import pytest
 import yaml
 
-from ansible_collections.raygate.cluster.plugins.action import ray_cluster_info, validate_inventory
+from ansible_collections.raygate.cluster.plugins.action import cluster_tls, ray_cluster_info, validate_inventory
 
 COLLECTION = "ansible_collections.raygate.cluster.plugins"
 
@@ -50,7 +50,11 @@ def normalise_spec(option):
 
 @pytest.mark.parametrize(
     "name,spec",
-    [("ray_cluster_info", ray_cluster_info.ARGUMENT_SPEC), ("validate_inventory", validate_inventory.ARGUMENT_SPEC)],
+    [
+        ("ray_cluster_info", ray_cluster_info.ARGUMENT_SPEC),
+        ("validate_inventory", validate_inventory.ARGUMENT_SPEC),
+        ("cluster_tls", cluster_tls.ARGUMENT_SPEC),
+    ],
 )
 def test_spec_matches_the_documentation(name, spec):
     documented = documented_options(name)

@@ -169,7 +169,7 @@ def run_step(parent_module, name, impl, args, check_mode):
 STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}
 ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
 # ray_node's no_log options, given to node_steps at top level so that they are masked.
-SECRETS = ("auth_token", "redis_password")
+SECRETS = ("auth_token", "redis_password", "tls_key")
 
 ARGUMENT_SPEC = dict(
     ray_install=dict(type="dict"),
@@ -179,6 +179,7 @@ ARGUMENT_SPEC = dict(
     order=dict(type="list", elements="str", choices=ORDER, default=list(ORDER)),
     auth_token=dict(type="str", no_log=True),
     redis_password=dict(type="str", no_log=True),
+    tls_key=dict(type="str", no_log=True),
     continue_on_failure=dict(type="bool", default=False),
 )
 

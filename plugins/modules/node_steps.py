@@ -50,8 +50,8 @@ options:
       - The options of M(raygate.cluster.ray_node), validated exactly as that module validates
         them (defaults applied, types coerced; unknown and missing options fail naming the step).
       - Omitted or null, the step does not run.
-      - Must not contain C(auth_token); give the token as this module's own O(auth_token) option instead,
-        which is masked in logs.
+      - Must not contain C(auth_token), C(redis_password) or C(tls_key); give each as this module's own
+        option of that name instead (O(auth_token), O(redis_password), O(tls_key)), which is masked in logs.
     type: dict
   nccl_env:
     description:
@@ -84,6 +84,13 @@ options:
   redis_password:
     description:
       - The GCS Redis password, passed to the O(ray_node) step as its C(redis_password) option.
+        Ignored when O(ray_node) is not given.
+      - A separate option for the reason O(auth_token) is one; never shown in output, logs or diffs.
+    type: str
+    version_added: 0.5.0
+  tls_key:
+    description:
+      - The node's TLS private key, passed to the O(ray_node) step as its C(tls_key) option.
         Ignored when O(ray_node) is not given.
       - A separate option for the reason O(auth_token) is one; never shown in output, logs or diffs.
     type: str

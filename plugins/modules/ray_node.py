@@ -173,6 +173,39 @@ options:
     type: str
     default: root
     version_added: 0.5.0
+  tls:
+    description:
+      - Mutual TLS on all of Ray's gRPC channels (C(RAY_USE_TLS)); every Ray process of the node serves
+        and connects with the node's certificate and accepts only peers whose certificate the cluster's
+        CA signed. Every node of a cluster must agree.
+      - Ray's dashboard and jobs API (HTTP) are not covered (Ray does not support it).
+      - A running node whose given CA or certificate differs from the files it started with (a
+        renewal) is restarted, whatever O(restart_on_change) says, with a warning.
+    type: bool
+    default: false
+    version_added: 0.5.0
+  tls_dir:
+    description:
+      - The node's directory for C(ca.crt), C(node.crt) and C(node.key) (mode 0600, or 0640 in the group of
+        an unprivileged O(user)). Removed with O(state=absent).
+    type: path
+    default: /etc/raygate/tls
+    version_added: 0.5.0
+  tls_ca_cert:
+    description:
+      - The cluster CA's certificate (PEM text). With O(tls_cert) and O(tls_key), written to O(tls_dir);
+        all three omitted, the files already there are used.
+      - M(raygate.cluster.cluster_tls) makes them on the controller.
+    type: str
+    version_added: 0.5.0
+  tls_cert:
+    description: The node's certificate (PEM text), signed by the CA, with the node's address in its SAN.
+    type: str
+    version_added: 0.5.0
+  tls_key:
+    description: The node's private key (PEM text); never logged, returned or diffed.
+    type: str
+    version_added: 0.5.0
   unit_name:
     description: Name of the systemd unit (without C(.service)).
     type: str
@@ -347,6 +380,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+tls:
+  description: A hash of the node's CA and certificate when O(tls) is on (null when off).
+  returned: when state is started
+  type: str
+  sample: 5b1a0c9e2f3d4a6b
+  version_added: 0.5.0
 user:
   description: The account the node's Ray processes run as (O(user)).
   returned: when state is started

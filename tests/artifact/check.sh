@@ -62,6 +62,7 @@ bad=$(awk -F/ '
   $0 ~ /^(artifacts|\.build|\.venv|bench|tests\/output)(\/|$)/ { print; next }
   $0 ~ /^molecule\/[^\/]+\/artifacts(\/|$)/ { print; next }
   $0 ~ /(^|\/)(__pycache__|\.pytest_cache|\.ruff_cache)(\/|$)/ { print; next }
+  $0 ~ /(^|\/)\.raygate_tls(\/|$)/ || $NF ~ /\.key$/ { print; next }
   $NF ~ /\.pyc$/ || $NF == ".raygate_auth_token" || tolower($NF) ~ /token/ { print }
 ' "$tmp/files")
 # Anything git ignores is generated or local by definition (.hypothesis, .ansible, ...).

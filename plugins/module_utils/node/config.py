@@ -33,6 +33,7 @@ class NodeConfig:
             env["RAY_DEFAULT_PYTHON_VERSION_MATCH_LEVEL"] = "minor"
         env.update(pp.env_vars(plan, self.p["role"]))
         env.update(self.node.gcs.env())
+        env.update(self.node.tls.env())
         env.update({k: str(v) for k, v in self.p["env"].items()})
         return env
 
@@ -115,11 +116,13 @@ class NodeConfig:
             removable += list(self.p["extra_files"])
             removable.append(self.p["auth_token_file"])
             removable.append(node.secret_path)
+            removable += node.tls.removable()
             if self.p["supervisor"] == "systemd":
                 removable.append(node.unit_path)
         return [path for path in removable if os.path.lexists(path)]
 
     def remove_empty_dirs(self):
+        self.node.tls.remove_empty_dir()
         for directory in (self.p["config_dir"], self.p["state_dir"]):
             try:
                 os.rmdir(directory)

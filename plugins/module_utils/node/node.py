@@ -34,6 +34,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils.node.run_as import
 from ansible_collections.raygate.cluster.plugins.module_utils.node.session import Session
 from ansible_collections.raygate.cluster.plugins.module_utils.node.start_command import StartCommand
 from ansible_collections.raygate.cluster.plugins.module_utils.node.stop import Stopper
+from ansible_collections.raygate.cluster.plugins.module_utils.node.tls_files import TlsFiles
 from ansible_collections.raygate.cluster.plugins.module_utils.node.unit import Unit
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
@@ -72,6 +73,7 @@ class Node:
         self.config = NodeConfig(self)
         self.session = Session(self)
         self.run_as = RunAs(self)
+        self.tls = TlsFiles(self)
 
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **kwargs)
@@ -89,16 +91,6 @@ class Node:
     # -- what runs now ----------------------------------------------------------------
     def ray_processes(self):
         return ray_procs.ray_processes(session_roots=self.session_roots)
-
-    def check_ports_free(self, plan):
-        listeners = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
-        if listeners:
-            msgs = [pp.describe_listener(port, owners) for port, owners in sorted(listeners.items())]
-            self.fail(
-                "cannot start Ray on %s: %s. Stop that process or move the port plan "
-                "(raygate_ports / raygate_port_offset)." % (self.p["node_ip"], "; ".join(msgs)),
-                busy_ports=sorted(listeners),
-            )
 
     def head_ip(self):
         return self.p["node_ip"] if self.p["role"] == "head" else self.p["head_ip"]
@@ -156,8 +148,10 @@ class Node:
         if not installed and not self.module.check_mode:
             self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
         self.auth.check_given()
+        self.tls.check(self.module.check_mode)
         token_file_changed = self.auth.write(check_mode=True)
         token_file_changed = self.gcs.write_secret(check_mode=True) or token_file_changed
+        token_file_changed = self.tls.write(check_mode=True) or token_file_changed
         self.auth.check_present(self.module.check_mode)
         return token_file_changed
 
@@ -166,6 +160,7 @@ class Node:
         p = self.p
         result = {"config_hash": digest, "gcs_address": "%s:%s" % (self.head_ip(), plan["gcs"]), "restarted": False}
         result["user"] = p["user"]
+        result["tls"] = self.tls.digest()
         result["new_session"] = False
         storage = self.gcs.described()
         if storage is not None:
@@ -180,19 +175,22 @@ class Node:
     def keep_or_clear(self, plan, procs, raylet, record, digest, token_file_changed, result):
         """What runs here: left alone (returns the result), or stopped for a new start (returns None)."""
         rotating = self.auth.drift(procs)
-        dead = None if rotating else self.session.dead(plan, procs, raylet)
-        if raylet and not dead and not rotating and record.get("config_hash") == digest and self.unit.supervised_ok():
-            # Same token (it is in the digest), only the file differs (mode, trailing newline).
+        renewing = bool(raylet) and self.tls.renewed()
+        dead = None if rotating or renewing else self.session.dead(plan, procs, raylet)
+        settled = raylet and not (dead or rotating or renewing)
+        if settled and record.get("config_hash") == digest and self.unit.supervised_ok():
+            # Same token and certificate (in the digest, renewed), only a file differs (mode, newline).
             if token_file_changed and not self.module.check_mode:
                 self.auth.write(check_mode=False)
                 self.gcs.write_secret(check_mode=False)
+                self.tls.write(check_mode=False)
             return dict(result, changed=token_file_changed, pid=raylet["pid"])
-        if dead or rotating:
-            # What runs here is no working member (see Session.dead), or runs on the old token:
-            # clear it, whatever restart_on_change says, and start the node again.
-            self.warnings.append(dead or "the auth token is being rotated (rotate_token); restarting this node")
+        if dead or rotating or renewing:
+            # What runs here is no working member (see Session.dead), runs on the old token, or on a
+            # certificate that was renewed: clear it, whatever restart_on_change says, and start again.
+            self.warnings.append(dead or restart_reason(rotating))
         elif not (raylet or procs):
-            self.check_ports_free(plan)
+            check_ports_free(self, plan)
             return None
         elif not self.p["restart_on_change"]:
             why = "with a different configuration" if record else "but was not started by raygate"
@@ -214,6 +212,7 @@ class Node:
             self.warnings.append("the installed Ray has no flag for port(s) %s; Ray picks them" % ", ".join(dropped))
         self.auth.write(check_mode=False)
         self.gcs.write_secret(check_mode=False)
+        self.tls.write(check_mode=False)
         self.gcs.make_storage_dir()
         self.run_as.own_runtime_dirs()
         self.config.write(env, args, digest, node_labels, status_keys)
@@ -337,6 +336,25 @@ class Node:
         return dict(result, leftovers=left)
 
 
+def check_ports_free(node, plan):
+    """Fails naming each port of the plan some process already listens on, and its owner."""
+    listeners = pp.find_listeners(sorted(pp.all_ports(plan, node.p["role"])))
+    if listeners:
+        msgs = [pp.describe_listener(port, owners) for port, owners in sorted(listeners.items())]
+        node.fail(
+            "cannot start Ray on %s: %s. Stop that process or move the port plan "
+            "(raygate_ports / raygate_port_offset)." % (node.p["node_ip"], "; ".join(msgs)),
+            busy_ports=sorted(listeners),
+        )
+
+
+def restart_reason(rotating):
+    """Why a running node is restarted whatever restart_on_change says (not a dead session)."""
+    if rotating:
+        return "the auth token is being rotated (rotate_token); restarting this node"
+    return "this node's TLS certificate or CA was renewed; restarting this node to use it"
+
+
 ARGUMENT_SPEC = dict(
     role=dict(type="str", choices=["head", "worker"], required=True),
     state=dict(type="str", choices=["started", "stopped", "absent"], default="started"),
@@ -361,6 +379,11 @@ ARGUMENT_SPEC = dict(
     extra_files=dict(type="list", elements="path", default=[]),
     supervisor=dict(type="str", choices=["process", "systemd"], default="process"),
     user=dict(type="str", default="root"),
+    tls=dict(type="bool", default=False),
+    tls_dir=dict(type="path", default="/etc/raygate/tls"),
+    tls_ca_cert=dict(type="str"),
+    tls_cert=dict(type="str"),
+    tls_key=dict(type="str", no_log=True),
     unit_name=dict(type="str", default="raygate-ray"),
     unit_dir=dict(type="path", default="/etc/systemd/system"),
     restart_on_change=dict(type="bool", default=False),

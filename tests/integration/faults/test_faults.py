@@ -16,6 +16,8 @@ import time
 import pytest
 from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, recap, run, scratch_inventory
 
+from ansible_collections.raygate.cluster.plugins.plugin_utils import tls
+
 pytestmark = needs_root
 
 NODES = {1: "198.18.0.11", 2: "198.18.0.12", 3: "198.18.0.13"}
@@ -222,6 +224,114 @@ def test_wait_names_the_hosts_that_never_joined(cluster):
     assert "alive_nodes: 3" in out and "missing: []" in out
     rc, out = cluster_info(cluster, auth_token_file="/nonexistent")
     assert rc != 0 and "token file /nonexistent is missing" in out
+
+
+# A driver on a node, over Ray's mutual TLS with that node's certificate (what raygate_tls gives
+# every Ray process): tasks on every node, objects moved between nodes, a detached actor (a GCS write).
+TLS_ENV = (
+    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_USE_TLS=1 "
+    "RAY_TLS_SERVER_CERT={d}/node.crt RAY_TLS_SERVER_KEY={d}/node.key RAY_TLS_CA_CERT={d}/ca.crt"
+)
+DRIVER = """
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy as On
+ray.init(address="198.18.0.11:6379", logging_level="ERROR", log_to_driver=False)
+print("JOINED")
+nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+@ray.remote(num_cpus=0)
+def blob():
+    return b"x" * (4 << 20)
+@ray.remote(num_cpus=0)
+def size(data):
+    return len(data)
+made = [blob.options(scheduling_strategy=On(n, soft=False)).remote() for n in nodes]
+moved = [size.options(scheduling_strategy=On(nodes[(i + 1) % len(nodes)], soft=False)).remote(r)
+         for i, r in enumerate(made)]
+print("MOVED", ray.get(moved, timeout=120))
+@ray.remote(num_cpus=0)
+class Probe:
+    def ping(self):
+        return "pong"
+probe = Probe.options(name="tls-probe", lifetime="detached").remote()
+print("ACTOR", ray.get(probe.ping.remote(), timeout=120))
+ray.kill(probe)
+"""
+
+
+def driver(index, tls_dir="/etc/raygate/tls", timeout=180):
+    """DRIVER on node INDEX as root, with the TLS material in TLS_DIR on that node."""
+    env = TLS_ENV.format(d=tls_dir)
+    python = "timeout %d /opt/raygate/current/bin/python" % timeout
+    return node(index, "cd / && %s %s - <<'EOF'\n%s\nEOF" % (env, python, DRIVER))
+
+
+def capture(cluster, action):
+    """Every TCP packet on the sandbox bridge while ACTION runs: (the capture's bytes, ACTION's answer)."""
+    pcap = os.path.join(str(cluster["base"]), "bridge.pcap")
+    dump = subprocess.Popen(["tcpdump", "-i", "rgbr0", "-n", "-U", "-s", "0", "-w", pcap, "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        started = dump.stderr.readline()  # "listening on rgbr0, ..." once it captures
+        assert "listening on rgbr0" in started, started
+        answer = action()
+    finally:
+        dump.terminate()
+        dump.wait(timeout=60)
+    with open(pcap, "rb") as fh:
+        return fh.read(), answer
+
+
+def test_traffic_between_nodes_holds_no_token_in_clear(cluster):
+    # With raygate_tls (the default) every gRPC channel is mutual TLS: a job's tasks on every node,
+    # objects moved between nodes and a GCS write cross the bridge, the token nowhere in clear.
+    token = open(os.path.join(str(cluster["base"]), "token")).read().strip()
+    packets, (rc, out) = capture(cluster, lambda: driver(2))
+    assert rc == 0 and "MOVED [4194304, 4194304, 4194304]" in out and "ACTOR pong" in out, out[-3000:]
+    gcs = subprocess.run(["tcpdump", "-r", os.path.join(str(cluster["base"]), "bridge.pcap"), "-n", "tcp port 6379"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert len(gcs.stdout.splitlines()) > 20, "the capture saw no GCS traffic: %s" % gcs.stderr
+    assert token.encode() not in packets and b"Bearer " not in packets
+    # Nor did the 4 MiB objects cross in clear.
+    assert b"x" * 4096 not in packets
+
+
+def test_a_client_with_a_certificate_of_another_ca_cannot_join(cluster):
+    # A peer whose certificate another CA signed fails the GCS's TLS handshake: it never joins,
+    # whatever it holds (the token too).
+    base = os.path.join(str(cluster["base"]), "rogue-ca")
+    other = tls.ensure_ca(base, 30, name="rogue CA")
+    made = tls.ensure_node(base, other, "rogue", [NODES[2]], 30, 1)
+    for name, path in (("ca.crt", other.cert_path), ("node.crt", made["cert"]), ("node.key", made["key"])):
+        with open(path) as fh:
+            rc, out = node(2, "mkdir -p /root/rogue && cat > /root/rogue/%s <<'EOF'\n%sEOF" % (name, fh.read()))
+        assert rc == 0, out
+    rc, out = driver(2, tls_dir="/root/rogue", timeout=90)
+    assert rc != 0 and "JOINED" not in out, out[-3000:]
+    node(2, "rm -rf /root/rogue")
+    assert wait_alive(sorted(NODES.values()))
+
+
+def test_a_certificate_near_its_end_is_renewed_restarting_that_node_alone(cluster):
+    # node3's certificate ends in 5 days (under raygate_tls_renew_days, 30): one site.yml issues it
+    # again on the controller, writes it on node3 and restarts node3's Ray alone.
+    tls_dir = os.path.join(cluster["inv"], ".raygate_tls")
+    ca = tls.ensure_ca(tls_dir, 3650)
+    cert, key = tls.issue(ca, "node3", [NODES[3]], 5)
+    tls.write_private(os.path.join(tls_dir, "nodes", "node3.key"), tls._pem_key(key), 0o600)
+    tls.write_private(os.path.join(tls_dir, "nodes", "node3.crt"), tls._pem_cert(cert), 0o644)
+    before = raylets()
+    rc, out, took, seen = play(cluster, "site.yml")
+    assert rc == 0, out[-4000:]
+    after = raylets()
+    assert after[1] == before[1] and after[2] == before[2] and after[3] != before[3], (before, after)
+    assert "TLS certificate or CA was renewed" in out
+    with open(os.path.join(tls_dir, "nodes", "node3.crt")) as fh:
+        renewed = fh.read()
+    assert tls.not_after(tls.load_cert(os.path.join(tls_dir, "nodes", "node3.crt"))) > tls.not_after(cert)
+    assert node(3, "cat /etc/raygate/tls/node.crt")[1].strip() == renewed.strip()
+    assert wait_alive(sorted(NODES.values()))
+    rc, out, took, seen = play(cluster, "site.yml")
+    assert rc == 0 and all(int(r["changed"]) == 0 for r in recap(out).values()), out[-3000:]
 
 
 def test_unreachable_worker_is_left_out_and_named(cluster):

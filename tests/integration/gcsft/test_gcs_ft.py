@@ -36,7 +36,12 @@ HEAD = "198.18.0.11"
 GCS = HEAD + ":6379"
 REDIS_PORT = 6380
 RAY = "/opt/raygate/current/bin"
-TOKEN_ENV = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token"
+# A driver on the head speaks to the GCS over mutual TLS (raygate_tls) with the head's certificate.
+TOKEN_ENV = (
+    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_USE_TLS=1 "
+    "RAY_TLS_SERVER_CERT=/etc/raygate/tls/node.crt RAY_TLS_SERVER_KEY=/etc/raygate/tls/node.key "
+    "RAY_TLS_CA_CERT=/etc/raygate/tls/ca.crt"
+)
 FIGURES = os.path.join(ROOT, "artifacts", "gcs_ft.json")
 OTHER = os.environ.get("RAYGATE_PREV_RAY_VERSION", "2.59.0")
 # Hang guards, not timing assertions.

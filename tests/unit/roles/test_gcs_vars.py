@@ -26,7 +26,8 @@ def inventory(all_vars, store=("w1",)):
     }
     if store:
         groups["ray_gcs_store"] = {"hosts": {name: {} for name in store}}
-    base = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    # TLS apart (test_role_vars covers it): these hosts have no certificates on the controller.
+    base = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "raygate_tls": False}
     return {"all": {"vars": dict(base, **all_vars), "children": groups}}
 
 

@@ -94,6 +94,12 @@ def probe(tmp_path_factory, cluster):
     tmp = tmp_path_factory.mktemp("role_vars")
     # The cluster's token, where validate.yml would have made it (beside the inventory); no Redis files.
     (tmp / ".raygate_auth_token").write_text("probe-token\n")
+    # The TLS material, where tls.yml would have made it (beside the inventory).
+    (tmp / ".raygate_tls" / "nodes").mkdir(parents=True)
+    (tmp / ".raygate_tls" / "ca.crt").write_text("probe-ca\n")
+    for host in ("h1", "w1", "w2", "w3"):
+        (tmp / ".raygate_tls" / "nodes" / ("%s.crt" % host)).write_text("probe-cert-%s\n" % host)
+        (tmp / ".raygate_tls" / "nodes" / ("%s.key" % host)).write_text("probe-key-%s\n" % host)
     role = tmp / "roles" / "probe"
     (role / "tasks").mkdir(parents=True)
     for part in ("defaults", "vars"):
@@ -241,6 +247,10 @@ def test_the_node_call_reads_no_redis_secret_without_redis(templated):
         assert "redis_password" not in own[host]["call"], own[host]["call"]
         assert own[host]["node"]["gcs_ft"] == "none" and "storage_namespace" not in own[host]["node"]
     assert own["h1"]["call"]["auth_token"] == "probe-token"  # what a start needs
+    # The TLS material of each node its own, the key apart from the module's options (masked).
+    assert own["w1"]["call"]["tls_key"] == "probe-key-w1" and "tls_key" not in own["w1"]["node"]
+    assert own["w1"]["node"]["tls_cert"] == "probe-cert-w1" and own["w1"]["node"]["tls_ca_cert"] == "probe-ca"
+    assert own["w1"]["node"]["tls"] is True and own["w1"]["node"]["tls_dir"] == "/etc/raygate/tls"
 
 
 def test_the_validated_plan_is_the_one_every_module_is_given(validated):

@@ -853,3 +853,82 @@ def test_an_unprivileged_node_starts_as_its_account_and_reads_the_token_by_group
     root_hash = run_case({"args": dict(args, user="root"), "check_mode": True, "expect": {"changed": True}},
                          ray_node.main, tmp_path, monkeypatch)["config_hash"]  # fmt: skip
     assert root_hash != result["config_hash"]
+
+
+# -- mutual TLS (tls) ---------------------------------------------------------------------------
+PEM_CA = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----"
+PEM_CERT = "-----BEGIN CERTIFICATE-----\nNODE\n-----END CERTIFICATE-----"
+PEM_KEY = "-----BEGIN PRIVATE KEY-----\nSECRETKEY\n-----END PRIVATE KEY-----"
+
+
+def tls_args(tmp_path, **over):
+    args = base_args(tmp_path, tls=True, tls_dir=str(tmp_path / "etc" / "tls"), tls_ca_cert=PEM_CA,
+                     tls_cert=PEM_CERT, tls_key=PEM_KEY)  # fmt: skip
+    args.update(over)
+    return args
+
+
+def test_tls_material_is_written_and_every_ray_process_gets_it(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    started_head(monkeypatch)
+    envs = []
+
+    def fake_run(self, args, **kwargs):
+        if "--help" in args:
+            return 0, HELP, ""
+        envs.append(kwargs.get("env"))
+        return 0, "", ""
+
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    result = run_case({"args": tls_args(tmp_path), "diff_mode": True, "expect": {"changed": True}}, ray_node.main,
+                      tmp_path, monkeypatch)  # fmt: skip
+    tls = tmp_path / "etc" / "tls"
+    assert (tls / "ca.crt").read_text() == PEM_CA + "\n" and (tls / "node.crt").read_text() == PEM_CERT + "\n"
+    assert oct((tls / "node.key").stat().st_mode & 0o777) == "0o600"
+    assert "SECRETKEY" not in json.dumps(result)
+    (env,) = envs
+    assert env["RAY_USE_TLS"] == "1" and env["RAY_TLS_CA_CERT"] == str(tls / "ca.crt")
+    assert env["RAY_TLS_SERVER_CERT"] == str(tls / "node.crt") and env["RAY_TLS_SERVER_KEY"] == str(tls / "node.key")
+    assert "RAY_USE_TLS=1" in (tmp_path / "etc" / "ray.env").read_text()
+    assert result["tls"]
+    # Teardown removes the material and its directory.
+    run_case({"args": tls_args(tmp_path, state="absent"), "expect": {"changed": True}}, ray_node.main, tmp_path,
+             monkeypatch)  # fmt: skip
+    assert not tls.exists()
+
+
+@pytest.mark.parametrize(
+    "over,needle",
+    [
+        ({"tls_key": None}, "give tls_ca_cert, tls_cert and tls_key together"),
+        ({"tls_cert": "not a pem"}, "must be PEM text"),
+        ({"tls_ca_cert": None, "tls_cert": None, "tls_key": None}, "missing on this node and no material was given"),
+    ],
+)
+def test_bad_tls_material_fails_before_anything_changes(tmp_path, monkeypatch, over, needle):
+    fake_venv(tmp_path)
+    run_case({"args": tls_args(tmp_path, **over), "expect": {"failed": True, "msg_contains": needle}}, ray_node.main,
+             tmp_path, monkeypatch)  # fmt: skip
+    assert not (tmp_path / "etc").exists()
+
+
+def test_a_renewed_certificate_restarts_the_running_node_alone(tmp_path, monkeypatch):
+    fake_venv(tmp_path)
+    tls = tmp_path / "etc" / "tls"
+    tls.mkdir(parents=True)
+    (tls / "ca.crt").write_text(PEM_CA + "\n")
+    (tls / "node.crt").write_text(PEM_CERT + "\n")
+    (tls / "node.key").write_text(PEM_KEY + "\n")
+    (tls / "node.key").chmod(0o600)
+    raylet = {"pid": 7, "comm": "raylet", "argv": ["raylet"], "flags": {}}
+    monkeypatch.setattr(ray_procs, "ray_processes", lambda **kwargs: [raylet])
+    monkeypatch.setattr(node_session.Session, "dead", lambda self, plan, procs, raylet: None)
+    # The same material, on a node raygate did not record: left alone, as any running node.
+    case = {"args": tls_args(tmp_path), "check_mode": True, "expect": {"changed": False, "restarted": False}}
+    run_case(case, ray_node.main, tmp_path, monkeypatch)
+    # A renewed certificate: restarted whatever restart_on_change says, and said why.
+    renewed = PEM_CERT.replace("NODE", "NODE-RENEWED")
+    case = {"args": tls_args(tmp_path, tls_cert=renewed), "check_mode": True,
+            "expect": {"changed": True, "restarted": True},
+            "warnings_contain": ["TLS certificate or CA was renewed"]}  # fmt: skip
+    run_case(case, ray_node.main, tmp_path, monkeypatch)

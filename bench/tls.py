@@ -119,7 +119,7 @@ def main(argv=None):
     results = {"off": {"up": [], "move": []}, "on": {"up": [], "move": []}}
     try:
         play("site.yml", True)  # installs Ray once; every round starts from "installed, not running"
-        for _ in range(args.rounds):
+        for _round in range(args.rounds):
             for tls in (False, True):
                 play("teardown.yml", tls)
                 key = "on" if tls else "off"

@@ -86,7 +86,8 @@ def inventory_copy(tmp_path):
 def scratch_inventory(inv, base, name, hosts=None, prefix="", settings=""):
     """A scratch inventory at ``inv`` (a pathlib.Path) whose runs write under ``base``: the
     sandbox's ``ray_cluster`` group_vars (linked), hosts.yml (``hosts`` as text, else a link to the
-    sandbox's) and group_vars/all/<name>.yml: the auth token in ``base``, the health reports and
+    sandbox's) and group_vars/all/<name>.yml: the auth token and the TLS material in ``base`` (one
+    cluster's, whichever of its inventories runs), the health reports and
     run summaries in ``base``/<prefix>health and <prefix>runs, no confirmation prompt, then
     ``settings`` (YAML lines). Returns its path as a string."""
     (inv / "group_vars" / "all").mkdir(parents=True)
@@ -98,7 +99,8 @@ def scratch_inventory(inv, base, name, hosts=None, prefix="", settings=""):
     else:
         (inv / "hosts.yml").write_text(hosts)
     (inv / "group_vars" / "all" / ("%s.yml" % name)).write_text(
-        f"raygate_auth_token_file: {base}/token\nraygate_health_report_dir: {base}/{prefix}health\n"
+        f"raygate_auth_token_file: {base}/token\nraygate_tls_dir: {base}/tls\n"
+        f"raygate_health_report_dir: {base}/{prefix}health\n"
         f"raygate_run_summary_dir: {base}/{prefix}runs\nraygate_confirm: false\n{settings}"
     )
     return str(inv)

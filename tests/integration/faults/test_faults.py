@@ -314,7 +314,7 @@ def test_a_client_with_a_certificate_of_another_ca_cannot_join(cluster):
 def test_a_certificate_near_its_end_is_renewed_restarting_that_node_alone(cluster):
     # node3's certificate ends in 5 days (under raygate_tls_renew_days, 30): one site.yml issues it
     # again on the controller, writes it on node3 and restarts node3's Ray alone.
-    tls_dir = os.path.join(cluster["inv"], ".raygate_tls")
+    tls_dir = os.path.join(str(cluster["base"]), "tls")  # raygate_tls_dir (scratch_inventory)
     ca = tls.ensure_ca(tls_dir, 3650)
     cert, key = tls.issue(ca, "node3", [NODES[3]], 5)
     tls.write_private(os.path.join(tls_dir, "nodes", "node3.key"), tls._pem_key(key), 0o600)

@@ -775,6 +775,21 @@ def test_bad_labels_fail_before_anything_changes(tmp_path, monkeypatch, labels, 
     assert sent == [] and not (tmp_path / "etc").exists() and not (tmp_path / "run").exists()
 
 
+def recorded_launches(monkeypatch):
+    """Node.run answers `ray start --help` with HELP and records the keyword arguments of every other
+    command (the launch: its env, its user); returns that list."""
+    launches = []
+
+    def fake_run(self, args, **kwargs):
+        if "--help" in args:
+            return 0, HELP, ""
+        launches.append(kwargs)
+        return 0, "", ""
+
+    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    return launches
+
+
 # -- the account Ray runs as (user) -------------------------------------------------------------
 def test_unit_of_an_unprivileged_node_names_the_account_and_is_sandboxed(tmp_path):
     ray = tmp_path / "ray"
@@ -829,23 +844,16 @@ def test_an_unprivileged_node_starts_as_its_account_and_reads_the_token_by_group
 
     fake_venv(tmp_path)
     started_head(monkeypatch)
-    launched, owned = [], []
+    owned = []
     monkeypatch.setattr(service_user, "own_tree", lambda path, user: owned.append((path, user.name)))
-
-    def fake_run(self, args, **kwargs):
-        if "--help" in args:
-            return 0, HELP, ""
-        launched.append(kwargs.get("user"))
-        return 0, "", ""
-
-    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    launches = recorded_launches(monkeypatch)
     token_file = tmp_path / "etc" / "auth_token"
     args = base_args(tmp_path, user="nobody", auth=True, auth_token="t" * 64, auth_token_file=str(token_file),
                      temp_dir=str(tmp_path / "raytmp"))  # fmt: skip
     result = run_case({"args": args, "expect": {"changed": True, "user": "nobody"}}, ray_node.main, tmp_path,
                       monkeypatch)  # fmt: skip
     nobody = service_user.lookup("nobody")
-    assert [u.name for u in launched] == ["nobody"]
+    assert [kw["user"].name for kw in launches] == ["nobody"]
     st = token_file.stat()
     assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o777)) == (0, nobody.gid, "0o640")
     assert owned == [(str(tmp_path / "raytmp"), "nobody"), ("/tmp/ray", "nobody")]
@@ -871,22 +879,14 @@ def tls_args(tmp_path, **over):
 def test_tls_material_is_written_and_every_ray_process_gets_it(tmp_path, monkeypatch):
     fake_venv(tmp_path)
     started_head(monkeypatch)
-    envs = []
-
-    def fake_run(self, args, **kwargs):
-        if "--help" in args:
-            return 0, HELP, ""
-        envs.append(kwargs.get("env"))
-        return 0, "", ""
-
-    monkeypatch.setattr(node_step.Node, "run", fake_run)
+    launches = recorded_launches(monkeypatch)
     result = run_case({"args": tls_args(tmp_path), "diff_mode": True, "expect": {"changed": True}}, ray_node.main,
                       tmp_path, monkeypatch)  # fmt: skip
     tls = tmp_path / "etc" / "tls"
     assert (tls / "ca.crt").read_text() == PEM_CA + "\n" and (tls / "node.crt").read_text() == PEM_CERT + "\n"
     assert oct((tls / "node.key").stat().st_mode & 0o777) == "0o600"
     assert "SECRETKEY" not in json.dumps(result)
-    (env,) = envs
+    (env,) = [kw["env"] for kw in launches]
     assert env["RAY_USE_TLS"] == "1" and env["RAY_TLS_CA_CERT"] == str(tls / "ca.crt")
     assert env["RAY_TLS_SERVER_CERT"] == str(tls / "node.crt") and env["RAY_TLS_SERVER_KEY"] == str(tls / "node.key")
     assert "RAY_USE_TLS=1" in (tmp_path / "etc" / "ray.env").read_text()

@@ -24,7 +24,8 @@ description:
     C(ecc_uncorrectable_volatile), C(ecc_uncorrectable_aggregate), C(ecc_correctable_sram),
     C(ecc_correctable_dram), C(retired_pages_pending), C(remapped_rows_pending),
     C(remapped_rows_failure), C(xid), C(sxid), C(kernel_errors), C(nvlink), C(pcie_link), C(thermal_throttle),
-    C(fabric_manager), C(dcgm_diag), C(fabric_ports), C(fabric_errors), C(link_flaps), C(gpudirect_rdma).
+    C(fabric_manager), C(dcgm_diag), C(fabric_ports), C(fabric_errors), C(link_flaps), C(gpudirect_rdma),
+    C(device_access).
   - The node is unhealthy (RV(healthy=false)) when any check fails. A missing or failing
     C(nvidia-smi) (no driver) fails every GPU check with the tool's message; the module itself
     fails only on bad arguments.
@@ -39,6 +40,13 @@ description:
   - Reads only; never reports a change. The one thing it writes is its counter snapshot in
     O(fabric_state_file), bookkeeping that is not reported as a change and is skipped in check
     mode. Check mode runs exactly the same reads.
+  - C(device_access), with O(service_user), says whether that account (the one Ray runs as) can read
+    and write the NVIDIA device files (C(nvidiactl), C(nvidia-uvm), C(nvidiaN) in C(<sysfs_root>/dev)),
+    as CUDA must. A short child process started as the account (its uid, gid and groups) asks the
+    kernel (C(access(2))), so ACLs count and the driver is never entered; this needs the module to run
+    as root or as the account. The fix names the device files' group or the driver's
+    C(NVreg_DeviceFileMode), whose value C(<sysfs_root>/proc/driver/nvidia/params) gives. Only files
+    present are judged (the set-uid C(nvidia-modprobe) makes missing ones when CUDA starts).
   - With O(capture_dir) it runs nothing and judges files captured earlier on a node -
     C(nvidia-smi.xml) (C(nvidia-smi -q -x)), C(nvlink.txt) (C(nvidia-smi nvlink -s)),
     C(kern.log) or C(dmesg.txt) (the kernel log), C(dcgmi-diag.json) (C(dcgmi diag -r N -j)),
@@ -261,6 +269,13 @@ options:
         C(libnccl.so.X.Y.Z) are read (a simulated tree in the sandbox).
     type: path
     default: /
+  service_user:
+    description:
+      - The account Ray runs as (the role's C(raygate_user)); C(device_access) checks that it can open
+        the NVIDIA device files. Not set or V(root), C(device_access) skips; an account that does not
+        exist yet skips too.
+    type: str
+    version_added: 0.5.0
   capture_dir:
     description:
       - Judge files captured earlier in this directory instead of running anything (see the description

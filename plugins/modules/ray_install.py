@@ -127,6 +127,19 @@ options:
       - Omitted or V(root), no account is created or removed.
     type: str
     version_added: 0.5.0
+  service_user_groups:
+    description:
+      - Supplementary groups O(service_user) is put in (created with them, or added to an existing
+        account with C(usermod --append)); never taken out of one. For device files the driver makes
+        0660 for a group, for example V(video).
+      - Each group must exist on the node; one that does not fails before anything changes.
+      - The account's groups are part of M(raygate.cluster.ray_node)'s configuration. A running node
+        whose account gained one differs from it, and is restarted as any such node is
+        (O(raygate.cluster.ray_node#module:restart_on_change)), so that its processes carry it.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.5.0
 notes:
   - A virtualenv is not relocatable (its scripts hard-code its path), which is why each
     version gets its own directory and upgrades switch the C(current) link.
@@ -203,10 +216,11 @@ removed:
 service_user:
   description:
     - The account of O(service_user), when one is given and not V(root); C(created) or C(removed) says
-      what this run did (or would do, in check mode), C(kept) why a purge left it.
+      what this run did (or would do, in check mode), C(kept) why a purge left it, C(groups) every
+      group it is in (its own and O(service_user_groups)).
   returned: when O(service_user) is given and not V(root)
   type: dict
-  sample: {name: ray, uid: 999, gid: 995, home: /var/lib/raygate/home, created: true}
+  sample: {name: ray, uid: 999, gid: 995, home: /var/lib/raygate/home, created: true, groups: [ray, video]}
   version_added: 0.5.0
 """
 

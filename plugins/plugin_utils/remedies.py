@@ -84,6 +84,10 @@ DEFAULT_ACTIONS = {
     ),
     "link_flaps": "the link keeps going down: replace the cable or transceiver, then check the switch port's log",
     "gpudirect_rdma": "load nvidia_peermem (modprobe nvidia_peermem), or use the open kernel module (dma-buf, 5.12+)",
+    "device_access": (
+        "let raygate_user open /dev/nvidia*: add it to their group (raygate_user_groups) or load the driver with"
+        " NVreg_DeviceFileMode=0666"
+    ),
     # nccl_test, single node
     "nccl_busbw": (
         "compare with a known-good node of the same model: check the GPUs' clocks and throttling, NVLink and"

@@ -20,6 +20,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.raygate.cluster.plugins.module_utils import _runner
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import (
+    device_access,
     fabric_counters,
     fingerprint,
     gpu_checks,
@@ -380,7 +381,7 @@ def test_build_keeps_the_fabric_tree_and_replaces_gpu_files(sim):
     root = sim.build()
     assert sorted(os.listdir(root / "sys" / "class" / "infiniband")) == ["rdmap16s0", "rdmap21s0"]
     assert (root / "sys" / "module" / "nvidia_peermem" / "initstate").read_text() == "live\n"
-    assert sorted(os.listdir(root)) == ["proc", "sys", "usr", "var"]
+    assert sorted(os.listdir(root)) == ["dev", "proc", "sys", "usr", "var"]
     assert os.listdir(root / "usr" / "lib" / "x86_64-linux-gnu") == ["libnccl.so.2.21.5"]
     kern = (root / "var" / "log" / "kern.log").read_text()
     xids = gpu_parsers.parse_xids(kern)
@@ -391,6 +392,27 @@ def test_build_keeps_the_fabric_tree_and_replaces_gpu_files(sim):
     assert not (root / "sys" / "module" / "nvidia_peermem").exists()
     assert (root / "sys" / "class" / "infiniband" / "mlx5_7").is_dir()
     assert gpu_parsers.parse_xids((root / "var" / "log" / "kern.log").read_text()) == []
+
+
+def test_build_makes_the_driver_device_files_its_params_say(sim):
+    """As on the H100 of shared/DESIGN.md's device run: 0666 root:root and DeviceFileMode 438 by default;
+    a device_files fault narrows both, which gpu_health's device_access reads."""
+    sim.scenario(gpu_spec(count=2))
+    root = sim.build()
+    names = [os.path.basename(p) for p in device_access.device_files(str(root / "dev"))]
+    assert names == ["nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"]
+    first = device_access.describe(str(root / "dev" / "nvidia0"))
+    assert (first["mode"][1:], first["owner"], first["group"]) == ("rw-rw-rw-", "root", "root")
+    params = device_access.read_params(str(root))
+    assert params == {"DeviceFileUID": 0, "DeviceFileGID": 0, "DeviceFileMode": 0o666}
+    sim.scenario(gpu_spec({"type": "device_files"}, count=2))
+    sim.build(root)
+    narrowed = device_access.describe(str(root / "dev" / "nvidiactl"))
+    assert (narrowed["mode"][1:], narrowed["group"], narrowed["group_rw"]) == ("rw-rw----", "video", True)
+    assert device_access.read_params(str(root))["DeviceFileMode"] == 0o660
+    sim.scenario({"gpu": {"model": "none"}})
+    sim.build(root)
+    assert device_access.device_files(str(root / "dev")) == []
 
 
 # NVIDIA/nvtrust issue 124: a real non-fatal SXid event (Data, the Non-fatal line, Severity).

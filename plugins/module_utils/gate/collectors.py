@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandTimeout
 from ansible_collections.raygate.cluster.plugins.module_utils.files import write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import device_access as da
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fingerprint as fp
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_checks as gc
@@ -302,6 +303,7 @@ class Live:
         label = self.kernel(ev)
         self.dcgm(ev)
         self.fabric(ev)
+        ev["device_access"] = da.gather(self.p["service_user"], self.p["sysfs_root"], self.runner)
         found = fp.read_live(self.runner, self.p["sysfs_root"], rdma=self.p["fabric"] != "none")
         ev["fingerprint"] = fp.build(ev.get("nvsmi"), kernel=_kernel_release(), **found)
         return ev, label
@@ -351,6 +353,8 @@ class Capture:
             # A capture has no GID tables: detect's RoCE GID warning would be noise here.
             found["warnings"] = [w for w in found["warnings"] if "NCCL_IB_GID_INDEX" not in w]
             ev["fabric"] = found
+        if self.p["service_user"]:
+            ev["device_access"] = {"user": self.p["service_user"], "skip": "not captured"}
         ofed, _e3 = self.file(CAPTURE_FILES["ofed_info"])
         ev["fingerprint"] = fp.build(
             ev.get("nvsmi"),

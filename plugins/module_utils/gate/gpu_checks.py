@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import reason, result, verdict
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import device_access as da
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.gpu_parsers import (
     judge_nvrm,
@@ -51,6 +52,7 @@ CHECK_NAMES = (
     "fabric_errors",
     "link_flaps",
     "gpudirect_rdma",
+    "device_access",
 )
 # Checks judged from `nvidia-smi -q -x` (nvlink from `nvidia-smi nvlink -s`). When nvidia-smi cannot
 # answer, the first (NVSMI_ROOT) fails once with the root cause and the others skip, pointing at it.
@@ -732,7 +734,8 @@ def evaluate(evidence, expect):
     windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
     ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
     ``fabric_counters`` (``fabric_counters.window_growth`` plus ``fabric``, or None: not read),
-    ``gdr`` (check_gdr evidence or None). ``expect``: the module's options by name.
+    ``gdr`` (check_gdr evidence or None), ``device_access`` (device_access.gather's, or None).
+    ``expect``: the module's options by name.
     """
     e = evidence
     x = expect
@@ -793,7 +796,8 @@ def evaluate(evidence, expect):
     window = x.get("fabric_window", FABRIC_WINDOW_DEFAULT)
     errors = fc.check_fabric_errors(e.get("fabric_counters"), maxima, wanted, window)
     flaps = fc.check_link_flaps(e.get("fabric_counters"), maxima, wanted, window)
-    by_name = dict((r["name"], r) for r in gpu + [xid, sxid, kernel, dcgm, ports, errors, flaps, gdr])
+    access = da.check(e.get("device_access"), bool(e.get("nvsmi_error")))
+    by_name = dict((r["name"], r) for r in gpu + [xid, sxid, kernel, dcgm, ports, errors, flaps, gdr, access])
     return [by_name[name] for name in CHECK_NAMES]
 
 

@@ -54,6 +54,7 @@ ARGUMENT_SPEC = dict(
     fabric_window=dict(type="int", default=gc.FABRIC_WINDOW_DEFAULT),
     fabric_state_file=dict(type="path"),
     sysfs_root=dict(type="path", default="/"),
+    service_user=dict(type="str"),
     capture_dir=dict(type="path"),
     textfile_dir=dict(type="path"),
     nvidia_smi=dict(type="str", default="nvidia-smi"),

@@ -72,6 +72,10 @@ class NodeConfig:
         if p["user"] != "root":
             # Only when set: a node that runs as root keeps the hash it had before.
             desired["user"] = p["user"]
+            groups = self.node.run_as.groups()
+            if groups:
+                # Only when it has some: an account without supplementary groups keeps its hash.
+                desired["user_groups"] = groups
         if p["gcs_ft"] != "none":
             # Only when on: a cluster without fault tolerance keeps the hash it had before.
             desired["gcs"] = self.node.gcs.desired()

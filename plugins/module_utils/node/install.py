@@ -257,6 +257,9 @@ class Installer:
         problem = service_user.name_problem(name)
         if problem:
             self.fail("service_user: %s" % problem)
+        problem = service_user.group_problem(self.module.params["service_user_groups"])
+        if problem:
+            self.fail("service_user_groups: %s" % problem)
         return name
 
     def service_user_present(self):
@@ -265,11 +268,15 @@ class Installer:
         if name is None:
             return None
         try:
-            created, account = service_user.ensure(name, self.runner, self.module.check_mode)
+            before = service_user.lookup(name)
+            groups = self.module.params["service_user_groups"]
+            changed, account = service_user.ensure(name, self.runner, self.module.check_mode, groups=groups)
         except (service_user.CommandFailed, CommandError) as exc:
             self.fail("cannot create the service user %s: %s" % (name, exc))
         described = account.describe() if account is not None else {"name": name}
-        return dict(described, created=created)
+        if account is not None:
+            described["groups"] = sorted(service_user.member_of(account) | set(groups))
+        return dict(described, created=changed and before is None, changed=changed)
 
     def service_user_absent(self):
         """Remove the service account when raygate made it and nothing runs as it (None: none)."""
@@ -335,7 +342,7 @@ def present(module, inst):
     if params["set_current"]:
         changed = inst.switch_current(venv) or changed
     account = inst.service_user_present()
-    changed = changed or bool(account and account["created"])
+    changed = changed or bool(account and account.pop("changed"))
     venv_python = os.path.join(venv, "bin", "python")
     actual_py = py_version if module.check_mode and needs_install else inst.python_version(venv_python)
     extra = {"service_user": account} if account else {}
@@ -390,6 +397,7 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type="int", default=1200),
     min_free_mb=dict(type="int", default=0),
     service_user=dict(type="str"),
+    service_user_groups=dict(type="list", elements="str", default=[]),
 )
 MUTUALLY_EXCLUSIVE = [("wheelhouse", "index_url")]
 

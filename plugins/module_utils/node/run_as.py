@@ -40,6 +40,14 @@ class RunAs:
     def unprivileged(self):
         return self.p["user"] != service_user.ROOT
 
+    def groups(self):
+        """The names of the account's supplementary groups, sorted ([] for none, or an account the
+        install would create in check mode): a change restarts Ray, whose processes carry them."""
+        user = self.user() if self.unprivileged() else None
+        if user is None:
+            return []
+        return sorted(service_user.group_names(user.groups))
+
     def secret_gid(self):
         """The group that may read the token: the service user's (None: root only)."""
         user = self.user() if self.unprivileged() else None

@@ -71,17 +71,64 @@ def lookup(name):
     return ServiceUser(name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir, entry.pw_gecos == MARK)
 
 
-def ensure(name, runner, check_mode, home=DEFAULT_HOME):
-    """Create the account unless it exists; returns (changed, ServiceUser or None in check mode).
-    ``runner`` runs useradd; its failure raises CommandFailed."""
+def group_problem(groups):
+    """Why the supplementary ``groups`` cannot be given to the account (None when they can)."""
+    missing = []
+    for group in groups:
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            missing.append(group)
+    if missing:
+        return "no group %s on this node: create it (the driver's device files name it) or leave it out" % (
+            ", ".join(missing)
+        )
+    return None
+
+
+def group_names(gids):
+    """The names of the groups ``gids`` (a gid with no name is left out)."""
+    names = set()
+    for gid in gids:
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return names
+
+
+def member_of(account):
+    """The names of every group the account is in (its own and the supplementary ones)."""
+    return group_names([account.gid] + list(account.groups))
+
+
+def ensure(name, runner, check_mode, home=DEFAULT_HOME, groups=()):
+    """Create the account unless it exists, and put it in the supplementary ``groups`` it is not in
+    yet (never taken out of any); returns (changed, ServiceUser or None in check mode for a new one).
+    ``runner`` runs useradd/usermod; a failure, or a group that does not exist, raises CommandFailed."""
     found = lookup(name)
-    if found is not None or name == ROOT:
+    if name == ROOT:
         return False, found
+    problem = group_problem(groups)
+    if problem:
+        raise CommandFailed(problem)
+    if found is not None:
+        wanted = [g for g in groups if g not in member_of(found)]
+        if not wanted:
+            return False, found
+        if check_mode:
+            return True, found
+        rc, out, err = runner.run(["usermod", "--append", "--groups", ",".join(wanted), name])
+        if rc != 0:
+            raise CommandFailed("usermod %s failed (rc=%s): %s" % (name, rc, (err or out).strip()))
+        return True, lookup(name)
     if check_mode:
         return True, None
     shell = next((s for s in NOLOGIN if os.path.exists(s)), NOLOGIN[-1])
     os.makedirs(os.path.dirname(home), mode=0o755, exist_ok=True)
     args = ["useradd", "--system", "--user-group", "--home-dir", home, "--create-home", "--shell", shell]
+    if groups:
+        args += ["--groups", ",".join(groups)]
     rc, out, err = runner.run(args + ["--comment", MARK, name])
     if rc != 0:
         raise CommandFailed("useradd %s failed (rc=%s): %s" % (name, rc, (err or out).strip()))

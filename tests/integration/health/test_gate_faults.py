@@ -7,11 +7,13 @@ Shows, from the real playbook over SSH and the simulators' real output formats:
 - a node whose VBIOS differs from the fleet's: flagged by the fleet view, still allocatable;
 - a fleet-wide failure: the circuit breaker stops the gate instead of evicting;
 - an nvidia-smi that never returns (a GPU fallen off the bus): judged past its own short bound.
-The last test brings Ray up on three healthy nodes and finds the gate's labels in `ray list nodes`.
+The last test brings Ray up on three nodes, one whose device files the service user cannot open
+(left out, with the fix; in once the fix is applied), and finds the gate's labels in `ray list nodes`.
 
 Run on its own (`pytest tests/integration/health`, part of `make integration`): it owns the sandbox.
 """
 
+import grp
 import json
 import os
 
@@ -30,18 +32,23 @@ FAULTS = {
 }
 
 
-def hosts_yml(members):
+def hosts_yml(members, host_vars=None):
     head, workers = members[0], members[1:]
-    lines = ["---", "ray_cluster:", "  children:", "    ray_head:", "      hosts:"]
-    lines += ["        node%d:" % head, "          ansible_host: 198.18.0.%d" % (10 + head)]
+
+    def host(i):
+        out = ["        node%d:" % i, "          ansible_host: 198.18.0.%d" % (10 + i)]
+        return out + ["          %s: %s" % item for item in sorted((host_vars or {}).get(i, {}).items())]
+
+    lines = ["---", "ray_cluster:", "  children:", "    ray_head:", "      hosts:"] + host(head)
     lines += ["    ray_workers:", "      hosts:"]
     for i in workers:
-        lines += ["        node%d:" % i, "          ansible_host: 198.18.0.%d" % (10 + i)]
+        lines += host(i)
     return "\n".join(lines) + "\n"
 
 
-def inventory(base, name, members, extra=""):
-    return scratch_inventory(base / name, base, "health", hosts=hosts_yml(members), prefix=name + "-", settings=extra)
+def inventory(base, name, members, extra="", host_vars=None):
+    hosts = hosts_yml(members, host_vars)
+    return scratch_inventory(base / name, base, "health", hosts=hosts, prefix=name + "-", settings=extra)
 
 
 def scenario(base, index, spec):
@@ -171,19 +178,48 @@ def test_a_hung_nvidia_smi_is_judged_within_its_bound_naming_the_tool(fleet):
     scenario(fleet["base"], 6, HEALTHY)
 
 
-def test_nodes_that_passed_carry_their_health_labels_in_ray(fleet):
-    fleet["ray"] = inventory(fleet["base"], "ray", [1, 2, 3])
-    rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["ray"], os.path.join(ROOT, "site.yml")])
-    assert rc == 0, out[-4000:]
+def ray_list_nodes():
     # As the Jobs line site.yml prints says: the token from its file, the head's dashboard.
     env = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=http://198.18.0.11:8265"
     rc, listed = node(1, env + " /opt/raygate/current/bin/ray list nodes --format json --detail")
     start = listed.find("[")
     assert rc == 0 and start >= 0, listed[-3000:]
-    rows = json.loads(listed[start:])
-    alive = [r for r in rows if r.get("state") == "ALIVE"]
-    assert len(alive) == 3, listed[-3000:]
+    return [r for r in json.loads(listed[start:]) if r.get("state") == "ALIVE"]
+
+
+def raylet(index):
+    """(pid, supplementary gids) of the node's raylet."""
+    rc, out = node(index, "pid=$(pgrep -x raylet) && echo $pid && grep ^Groups: /proc/$pid/status")
+    assert rc == 0, out
+    pid, groups = out.split("\n", 1)
+    return int(pid), groups.split()[1:]
+
+
+def test_nodes_that_passed_carry_their_health_labels_in_ray(fleet):
+    # node3's driver makes its device files 0660 for video (NVreg_DeviceFileMode): the service user
+    # cannot open them, so the gate leaves node3 out with the fix, which is one inventory line.
+    scenario(fleet["base"], 3, {"gpu": {"model": "H100", "faults": [{"type": "device_files"}]}})
+    fleet["ray"] = inventory(fleet["base"], "ray", [1, 2, 3])
+    rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["ray"], os.path.join(ROOT, "site.yml")])
+    assert rc == 0, out[-4000:]
+    denied = failing({n["host"]: n for n in report(fleet, "ray")["nodes"]}["node3"])["device_access"]
+    assert denied["detail"].startswith(
+        "ray cannot read and write /opt/raygate-sim/dev/nvidiactl (crw-rw---- root:video)"
+    )
+    assert "raygate_user_groups: [video]" in denied["action"], denied
+    assert len(ray_list_nodes()) == 2, out[-3000:]
+    head = raylet(1)
+
+    # The same cluster (its token and CA are the base's), with the fix as node3's host variable.
+    fleet["ray"] = inventory(fleet["base"], "fixed", [1, 2, 3], host_vars={3: {"raygate_user_groups": "[video]"}})
+    rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["ray"], os.path.join(ROOT, "site.yml")])
+    assert rc == 0, out[-4000:]
+    alive = ray_list_nodes()
+    assert len(alive) == 3, out[-3000:]
     for row in alive:
         labels = row.get("labels") or {}
         assert labels.get("raygate.io/health") == "pass", labels
         assert labels.get("raygate.io/fingerprint"), labels
+    # node3's Ray carries the group; the head, whose account did not change, was not restarted.
+    assert str(grp.getgrnam("video").gr_gid) in raylet(3)[1]
+    assert raylet(1) == head

@@ -31,6 +31,7 @@ Only stdlib; runs on the node's python3 (3.8+).
 from __future__ import annotations
 
 import getopt
+import grp
 import hashlib
 import json
 import os
@@ -142,6 +143,9 @@ FAULTS = {
     "nccl_abort": {},
     # nvidia-smi never returns and a kill does not end it, as on a GPU fallen off the bus (see _hang).
     "nvsmi_hang": {},
+    # The driver loaded with NVreg_DeviceFileMode=<mode> and NVreg_DeviceFileGID=<group's gid>: its
+    # device files (<root>/dev/nvidia*) and <root>/proc/driver/nvidia/params say so. Default 0666 root.
+    "device_files": {"mode": "0660", "group": "video"},
 }
 
 FABRIC_DEVICES = {"ib": 8, "roce": 8, "efa": 32, "none": 0}
@@ -231,6 +235,8 @@ def _fault(raw, index, count):
         "factor": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1,
         "test": lambda v: isinstance(v, str) and v.strip() != "",
         "scope": lambda v: v in ("all", "network"),
+        "mode": lambda v: isinstance(v, str) and re.match(r"^0[0-7]{3}$", v) is not None,
+        "group": lambda v: isinstance(v, str) and re.match(r"^[a-z_][a-z0-9_-]*$", v) is not None,
     }
     for key in spec:
         if not checks[key](fault[key]):
@@ -2495,6 +2501,51 @@ def _nccl_library(root, version):
     return [path]
 
 
+# The driver's character devices: nvidiactl and nvidiaN on major 195, nvidia-uvm on a dynamic
+# major (238 on the H100 this was read from, driver 580).
+NVIDIA_MAJOR = 195
+UVM_MAJOR = 238
+
+
+def _device_node(path, major, minor, mode, gid):
+    """A character device where mknod is allowed (as on a real node), else an empty file: the
+    gate only asks the kernel whether the service user may open it, never opens it."""
+    if os.path.lexists(path):
+        os.unlink(path)
+    try:
+        os.mknod(path, 0o600 | 0o020000, os.makedev(major, minor))
+    except OSError:
+        with open(path, "w", encoding="utf-8"):
+            pass
+    os.chown(path, 0, gid)
+    os.chmod(path, mode)
+
+
+def device_files(root, gpu):
+    """``<root>/dev/nvidia*`` and ``<root>/proc/driver/nvidia/params`` as the driver makes them for
+    ``gpu`` (a device_files fault narrows them); with model none, neither."""
+    dev = os.path.join(root, "dev")
+    params = os.path.join(root, "proc", "driver", "nvidia", "params")
+    shutil.rmtree(dev, ignore_errors=True)
+    if gpu["model"] == "none":
+        return []
+    narrowed = faults_of(gpu, "device_files")
+    mode, gid = 0o666, 0
+    if narrowed:
+        mode, gid = int(narrowed[0]["mode"], 8), grp.getgrnam(narrowed[0]["group"]).gr_gid
+    os.makedirs(dev, exist_ok=True)
+    nodes = [("nvidiactl", NVIDIA_MAJOR, 255), ("nvidia-uvm", UVM_MAJOR, 0), ("nvidia-uvm-tools", UVM_MAJOR, 1)]
+    nodes += [("nvidia%d" % i, NVIDIA_MAJOR, i) for i in range(gpu["count"])]
+    for name, major, minor in nodes:
+        _device_node(os.path.join(dev, name), major, minor, mode, gid)
+    _write_atomic(
+        params,
+        "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\nDeviceFileUID: 0\nDeviceFileGID: %d\n"
+        "DeviceFileMode: %d\n" % (gid, mode),
+    )
+    return [dev, params]
+
+
 def build(root, scenario, host=None, kern_log_file=None):
     """Write the GPU artifacts of ``scenario`` under ``root`` and the kernel log; returns their paths.
 
@@ -2522,6 +2573,7 @@ def build(root, scenario, host=None, kern_log_file=None):
     if gpu["model"] == "none":
         shutil.rmtree(os.path.join(root, "sys", "module", "nvidia"), ignore_errors=True)
     written += _nccl_library(root, None if gpu["model"] == "none" else gpu["nccl"])
+    written += device_files(root, gpu)
     log = kern_log_file or kern_log_path(root)
     _write_atomic(log, kern_log(host, gpu), 0o640)
     written.append(log)

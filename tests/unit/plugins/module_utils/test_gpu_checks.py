@@ -444,10 +444,11 @@ def healthy_evidence():
 def test_evaluate_healthy_node_in_contract_order():
     results = gc.evaluate(healthy_evidence(), {"expected_gpus": 8, "driver_version": "550", "cuda_version": "12.4"})
     assert [r["name"] for r in results] == list(gc.CHECK_NAMES)
-    assert len(gc.CHECK_NAMES) == 24
+    assert len(gc.CHECK_NAMES) == 25
     assert all(r["status"] in STATUSES for r in results)
     statuses = dict((r["name"], r["status"]) for r in results)
     assert statuses.pop("retired_pages_pending") == "skip"
+    assert statuses.pop("device_access") == "skip"  # no service_user
     assert set(statuses.values()) == {"pass"}
     assert gc.summarize(results) == {"verdict": "pass", "healthy": True, "reasons": [], "warn_reasons": []}
 

@@ -125,3 +125,34 @@ def test_a_command_runs_as_the_account_with_its_home(tmp_path):
     assert (rc, out.strip()) == (0, str(nobody.uid))
     # The caller opened the output file: it stays root's, as the state directory is.
     assert os.stat(log).st_uid == 0
+
+
+def test_a_new_account_gets_its_supplementary_groups(monkeypatch, tmp_path):
+    made = su.ServiceUser("ray", 990, 990, [44], str(tmp_path / "home"), True)
+    answers = [None, made]
+    monkeypatch.setattr(su, "lookup", lambda name: answers.pop(0))
+    runner = FakeRunner()
+    su.ensure("ray", runner, check_mode=False, home=str(tmp_path / "home"), groups=["video"])
+    (args,) = runner.calls
+    assert args[args.index("--groups") + 1] == "video"
+
+
+def test_an_existing_account_gets_only_the_groups_it_lacks():
+    runner = FakeRunner()
+    # nobody is in its own group (nogroup) already; video is added, nogroup is not asked again.
+    changed, account = su.ensure("nobody", runner, check_mode=False, groups=["nogroup", "video"])
+    assert changed is True and account.name == "nobody"
+    assert runner.calls == [["usermod", "--append", "--groups", "video", "nobody"]]
+    runner = FakeRunner()
+    assert su.ensure("nobody", runner, check_mode=False, groups=["nogroup"])[0] is False
+    assert su.ensure("nobody", runner, check_mode=True, groups=["video"])[0] is True
+    assert runner.calls == []
+
+
+def test_a_group_the_node_lacks_fails_before_anything_runs():
+    runner = FakeRunner()
+    with pytest.raises(su.CommandFailed, match="no group raygate-no-such-group on this node"):
+        su.ensure("raygate-no-such", runner, check_mode=False, groups=["video", "raygate-no-such-group"])
+    assert runner.calls == []
+    assert su.group_problem(["video"]) is None
+    assert su.member_of(su.lookup("nobody")) == {"nogroup"}

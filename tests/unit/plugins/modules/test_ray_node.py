@@ -1,3 +1,4 @@
+import grp
 import json
 import os
 import shutil
@@ -861,6 +862,13 @@ def test_an_unprivileged_node_starts_as_its_account_and_reads_the_token_by_group
     root_hash = run_case({"args": dict(args, user="root"), "check_mode": True, "expect": {"changed": True}},
                          ray_node.main, tmp_path, monkeypatch)["config_hash"]  # fmt: skip
     assert root_hash != result["config_hash"]
+    # So are its supplementary groups (raygate_user_groups): a new one restarts Ray, which carries it.
+    video = grp.getgrnam("video").gr_gid
+    monkeypatch.setattr(service_user, "lookup", lambda name: service_user.ServiceUser(
+        nobody.name, nobody.uid, nobody.gid, sorted(set(nobody.groups) | {video}), nobody.home, False))  # fmt: skip
+    grouped = run_case({"args": args, "check_mode": True, "expect": {"changed": True}}, ray_node.main, tmp_path,
+                       monkeypatch)  # fmt: skip
+    assert grouped["config_hash"] not in (result["config_hash"], root_hash)
 
 
 # -- mutual TLS (tls) ---------------------------------------------------------------------------

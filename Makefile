@@ -116,7 +116,7 @@ bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.
 	$(BENCH_VENV)/bin/python bench/scale.py $(BENCH_SCALE_ARGS)
 
 .PHONY: bench-tls
-bench-tls: bootstrap wheelhouse  ## bench/tls.py: bring-up and a 1 GiB object between 2 nodes, TLS off and on (root, ~6 min)
+bench-tls: bootstrap wheelhouse  ## bench/tls.py: bring-up and a 1 GiB object between 2 of 3 nodes, TLS off and on (root, ~10 min)
 	$(BIN)/python bench/tls.py $(BENCH_ARGS)
 
 # ---- tests -------------------------------------------------------------------------------
@@ -213,8 +213,14 @@ gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS
 	$(BIN)/pytest -q tests/integration/gcsft
 
 .PHONY: faults
-faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift (root)
+faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift, security (root)
 	$(BIN)/pytest -q tests/integration/faults
+
+# The fault suite's security tests alone (the bring-up they start from included). `make test` runs
+# them inside `make faults`, on the same cluster, rather than bringing up a second one.
+.PHONY: security
+security: bootstrap wheelhouse  ## security tests on the fault suite's sandbox: service user, job powers, TLS capture, foreign CA, renewal (root, ~3 min)
+	$(BIN)/pytest -q -m security tests/integration/faults
 
 # On a real GPU node, as root (docs/HARDWARE.md); not part of `make test`. Without nvidia-smi it
 # says so and does nothing. E.g. make hardware HARDWARE_ARGS="--nccl-tests-src nccl-tests.tar.gz"

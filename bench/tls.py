@@ -1,14 +1,14 @@
 # Copyright (c) 2026, raygate maintainers
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What Ray's mutual TLS (raygate_tls) costs, on two sandbox nodes: site.yml's bring-up, and one
-1 GiB object moved from the worker to the head, with TLS off and on, k times each (default 3).
+"""What Ray's mutual TLS (raygate_tls) costs, on the 3 sandbox nodes: site.yml's bring-up, and one
+1 GiB object moved from a worker to the head, with TLS off and on, k times each (default 3).
 
 Each round takes the cluster down (teardown.yml keeps the virtualenv) and brings it up with the
-setting, the health gate off (its checks are the same either way), then a driver on the head
-makes a 1 GiB array on the worker and times ``ray.get`` of it on the head, three objects a round.
-It writes its table into docs/BENCHMARKS.md between its markers. Run as root through
-`make bench-tls`; never in CI (about 6 minutes).
+setting, the health gate off (its checks are the same either way), then a driver on the head (as
+the service user, as Ray's own processes) makes a 1 GiB array on node2 and times ``ray.get`` of it
+on the head, three objects a round. It writes its table into docs/BENCHMARKS.md between its
+markers. Run as root through `make bench-tls`; never in CI (about 10 minutes).
 """
 
 from __future__ import annotations
@@ -80,8 +80,10 @@ def play(name, tls):
 def move(tls, count):
     env = TLS_ENV if tls else PLAIN_ENV
     script = MOVE % {"head": HEAD, "worker": WORKER, "count": count}
-    out = run([SANDBOX, "exec", "1", "bash", "-c",
-               "cd / && %s /opt/raygate/current/bin/python - <<'EOF'\n%s\nEOF" % (env, script)])  # fmt: skip
+    # As the service user: a root driver leaves root's directories in the session, which Ray's
+    # own processes (raygate_user) then cannot write.
+    driver = "cd / && runuser -u ray -- env %s /opt/raygate/current/bin/python - <<'EOF'\n%s\nEOF" % (env, script)
+    out = run([SANDBOX, "exec", "1", "bash", "-c", driver])
     return [float(m.group(2)) for m in re.finditer(r"^MOVED (\d+) ([0-9.]+)$", out, re.M) if int(m.group(1)) == 1 << 30]
 
 
@@ -96,7 +98,7 @@ def render(results, rounds, date):
         return "x%.2f" % (statistics.median(on[key]) / statistics.median(off[key])) if off[key] and on[key] else "-"
 
     return "\n".join([
-        "Measured by `make bench-tls` on %s: 2 sandbox nodes on this 2-core machine, %d rounds a setting, "
+        "Measured by `make bench-tls` on %s: 3 sandbox nodes on this 2-core machine, %d rounds a setting, "
         "the health gate off; medians (min-max)." % (date, rounds),
         "",
         "| | TLS off | TLS on (`raygate_tls`, the default) | on / off |",
@@ -115,7 +117,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         raise SystemExit("bench/tls.py needs root (the sandbox)")
-    run([SANDBOX, "up", "2"], timeout=300)
+    run([SANDBOX, "up", "3"], timeout=300)  # the sandbox inventory's three nodes
     results = {"off": {"up": [], "move": []}, "on": {"up": [], "move": []}}
     try:
         play("site.yml", True)  # installs Ray once; every round starts from "installed, not running"

@@ -23,6 +23,7 @@ from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, fl
 from ansible_collections.raygate.cluster.plugins.plugin_utils import gate_decision as gate
 from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision, prometheus, summary
 from ansible_collections.raygate.cluster.plugins.plugin_utils.report import files as report_files
+from ansible_collections.raygate.cluster.plugins.plugin_utils.report import merge as slices
 from ansible_collections.raygate.cluster.plugins.plugin_utils.run_summary import failure_of
 
 NODE_SPEC = {
@@ -38,6 +39,7 @@ NODE_SPEC = {
 ARGUMENT_SPEC = {
     "nodes": {"type": "list", "elements": "dict", "options": NODE_SPEC},
     "hosts": {"type": "list", "elements": "str"},
+    "merge": {"type": "list", "elements": "path"},
     "answers": {"type": "dict"},
     "head": {"type": "str"},
     "head_address": {"type": "str"},
@@ -54,9 +56,10 @@ ARGUMENT_SPEC = {
     "breaker_threshold": {"type": "int", "default": breaker.DEFAULT_THRESHOLD},
     "breaker_min_nodes": {"type": "int", "default": breaker.DEFAULT_MIN_NODES},
 }
-# nodes: the entries made by the caller; hosts: made here from what the gate left in hostvars.
-MUTUALLY_EXCLUSIVE = [["nodes", "hosts"]]
-REQUIRED_ONE_OF = [["nodes", "hosts"]]
+# nodes: the entries made by the caller; hosts: made here from what the gate left in hostvars;
+# merge: read from the reports of earlier runs over slices of one fleet.
+MUTUALLY_EXCLUSIVE = [["nodes", "hosts", "merge"]]
+REQUIRED_ONE_OF = [["nodes", "hosts", "merge"]]
 REQUIRED_BY = {"hosts": ["head", "answers"]}
 
 
@@ -115,9 +118,16 @@ def make_report(args, now, check_mode=False, hostvars=None):
     turns it into a task failure).
     """
     hostvars = {} if hostvars is None else hostvars
+    merged = None
+    if args.get("merge"):
+        nodes, head, pairs, merged = slices.merge(args["merge"])
+        head = args.get("head") or head
+    else:
+        nodes, head = report_nodes(args, hostvars), args.get("head")
+        pairs = gate.pair_run(args["hosts"], hostvars, args["answers"]) if args.get("hosts") is not None else None
     report = decision.build_report(
-        report_nodes(args, hostvars),
-        head=args.get("head"),
+        nodes,
+        head=head,
         min_healthy=args["min_healthy"],
         fail_on_warn=args["fail_on_warn"],
         valid_for=args["valid_for"],
@@ -127,8 +137,10 @@ def make_report(args, now, check_mode=False, hostvars=None):
         fleet_expect=args["fleet_expect"],
         breaker_threshold=args["breaker_threshold"],
         breaker_min_nodes=args["breaker_min_nodes"],
-        pairs=gate.pair_run(args["hosts"], hostvars, args["answers"]) if args.get("hosts") is not None else None,
+        pairs=pairs,
     )
+    if merged is not None:
+        report["slices"] = merged
     report_dir = os.path.join(os.path.abspath(args["dest"]), report["run_id"])
     rendered = report_files.render_files(report)
     files = {key: os.path.join(report_dir, name) for key, (name, content) in rendered.items()}
@@ -140,6 +152,8 @@ def make_report(args, now, check_mode=False, hostvars=None):
     keys = ("healthy", "unhealthy", "warned", "severities", "head_healthy", "enough", "ok", "message", "run_id")
     keys += ("breaker_tripped", "breaker", "fleet")
     out = {key: report[key] for key in keys}
+    if merged is not None:
+        out["slices"] = merged
     out.update(
         changed=bool(args["write"]),
         written=written,

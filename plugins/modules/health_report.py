@@ -85,7 +85,7 @@ options:
   nodes:
     description:
       - Every node of the cluster with its check results, as the caller assembled them.
-      - Exactly one of O(nodes) and O(hosts) is required.
+      - Exactly one of O(nodes), O(hosts) and O(merge) is required.
     type: list
     elements: dict
     suboptions:
@@ -131,6 +131,22 @@ options:
             C(rdma_stack), C(nccl), C(kernel)); other keys are ignored. Only a V(checked) node's is used.
         type: dict
         version_added: 0.5.0
+  merge:
+    description:
+      - The reports of earlier runs over slices of one fleet (each a C(report.json), or the run's
+        directory holding it), to be judged again as one fleet, instead of O(nodes) or O(hosts).
+      - For a fleet gated in slices (C(--limit), or AWX job slicing), each slice with the same
+        known-good pair partner. A slice's own report judged drift and the breaker over that slice
+        only; the merge takes every node's measured checks (sources V(gpu_health), V(nccl_test) and
+        V(nccl_pairs)), drops what each report judged itself (C(fleet_drift), C(reachable), C(run),
+        C(checks)), and judges drift, the breaker, the head and O(min_healthy) over the whole fleet.
+      - A node in several slices (the shared partner) is kept once, with its worst result (fail,
+        warn, pass, skipped; between equals the later slice's). The slices must name the same head.
+        The pair tests of every slice are kept, each marked with its slice's run id.
+      - A file that is not a health report fails the task, naming it.
+    type: list
+    elements: path
+    version_added: 0.5.0
   left_hosts:
     description:
       - Inventory hosts that left the run before the gate (they did not answer, or a step failed
@@ -320,9 +336,27 @@ EXAMPLES = r"""
     msg: "{{ raygate_health.message }}"
   when: raygate_health.breaker_tripped
   run_once: true
+
+- name: One fleet report from two slices' runs (health_merge.yml does this)
+  raygate.cluster.health_report:
+    merge:
+      - artifacts/health/20261126T101500Z-slice1
+      - artifacts/health/20261126T102000Z-slice2
+    dest: artifacts/health
+  delegate_to: localhost
+  run_once: true
+  register: raygate_fleet_health
 """
 
 RETURN = r"""
+slices:
+  description:
+    - With O(merge), the slices merged - each one's run id, report file, time and node count.
+  returned: with O(merge)
+  type: list
+  elements: dict
+  sample: [{run_id: 20261126T101500Z-slice1, report: artifacts/health/20261126T101500Z-slice1/report.json, nodes: 4}]
+  version_added: 0.5.0
 healthy:
   description:
     - Healthy hosts (skipped nodes included), in the order of O(nodes) or O(hosts).

@@ -20,7 +20,7 @@ ANSIBLE_BUILDER_VERSION=${ANSIBLE_BUILDER_VERSION:-3.2.0}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
   health_report node_steps run_summary slurm_gate gcs_redis)
 FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member)
-PLAYBOOKS=(site health teardown)
+PLAYBOOKS=(site health health_merge teardown)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -114,6 +114,9 @@ def render_markdown(report):
         "- head: %s; min_healthy: %d; fail_on_warn: %s"
         % (md_escape(report["head"]), report["min_healthy"], str(report["fail_on_warn"]).lower()),
     ]
+    if report.get("slices"):
+        merged = ", ".join("%s (%d nodes)" % (md_escape(x["run_id"]), x["nodes"]) for x in report["slices"])
+        lines.append("- merged from %d slices: %s" % (len(report["slices"]), merged))
     lines += _md_breaker(report)
     lines += _md_pairs_summary(report)
     lines += [

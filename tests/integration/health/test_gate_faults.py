@@ -178,6 +178,31 @@ def test_a_hung_nvidia_smi_is_judged_within_its_bound_naming_the_tool(fleet):
     scenario(fleet["base"], 6, HEALTHY)
 
 
+def test_a_fleet_gated_in_slices_is_judged_as_one_fleet_by_the_merge(fleet):
+    # node3 runs another VBIOS. Gated in two slices (two inventories here; --limit or AWX job slicing
+    # elsewhere), each with node1 as the known-good pair partner: slice 1 is node1 and node3, two
+    # nodes that disagree, so it has no majority and flags nobody. The merge judges the whole fleet.
+    scenario(fleet["base"], 3, {"gpu": {"model": "H100", "vbios": "96.00.99.00.01"}})
+    for name, members in (("slice1", [1, 3]), ("slice2", [1, 2, 4, 5, 6, 7])):
+        rc, out = health(inventory(fleet["base"], name, members))
+        assert rc == 0, out[-3000:]
+    assert report(fleet, "slice1")["warned"] == {}
+    slices = [report_dir(fleet, "slice1"), report_dir(fleet, "slice2")]
+    merge = inventory(fleet["base"], "fleet", list(range(1, NODES + 1)))
+    playbook = os.path.join(ROOT, "health_merge.yml")
+    rc, out = run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", merge, playbook,
+                   "-e", json.dumps({"raygate_health_merge": slices})])  # fmt: skip
+    assert rc == 0, out[-3000:]
+    doc = report(fleet, "fleet")
+    assert sorted(n["host"] for n in doc["nodes"]) == ["node%d" % i for i in range(1, NODES + 1)]
+    drift = failing({n["host"]: n for n in doc["nodes"]}["node3"])["fleet_drift"]
+    assert drift["status"] == "warn" and "96.00.99.00.01" in json.dumps(drift), drift
+    assert [s["nodes"] for s in doc["slices"]] == [2, 6] and doc["breaker_tripped"] is False
+    with open(os.path.join(report_dir(fleet, "fleet"), "healthy_hosts.txt")) as fh:
+        assert len(fh.read().split()) == NODES  # drift only warns (the default)
+    scenario(fleet["base"], 3, HEALTHY)
+
+
 def ray_list_nodes():
     # As the Jobs line site.yml prints says: the token from its file, the head's dashboard.
     env = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=http://198.18.0.11:8265"

@@ -607,3 +607,77 @@ def test_hosts_without_pair_tests_the_report_says_none(tmp_path):
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     assert report["pairs"] is None
     assert "Pair nccl-tests" not in (tmp_path / "r" / "report.md").read_text()
+
+
+# ---- merge: one fleet report from the reports of slices of the fleet ------------------------
+def fingerprint(vbios):
+    return {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8, "driver": "550.90.07", "vbios": vbios}
+
+
+def gated(host, role="worker", vbios="96.00.74.00.0D", extra=()):
+    ok = [check("gpu_count", "pass", "8 GPUs", 8, 8)] + list(extra)
+    return {
+        "host": host,
+        "role": role,
+        "address": "10.0.0.%s" % host[-1],
+        "checks": ok,
+        "fingerprint": fingerprint(vbios),
+    }
+
+
+def slice_run(tmp_path, run_id, members):
+    res = run_action({"nodes": members, "dest": str(tmp_path / "slices"), "run_id": run_id})
+    return res, os.path.dirname(res["files"]["json"])
+
+
+def test_merge_judges_drift_over_the_whole_fleet_and_keeps_a_shared_node_once(tmp_path):
+    # Slice 1: the head and node3, which runs another VBIOS: two nodes that disagree, no majority.
+    one, one_dir = slice_run(tmp_path, "s1", [gated("node1", "head"), gated("node3", vbios="96.00.99.00.01")])
+    assert one["warned"] == {} and one["fleet"]["fields"]["vbios"]["majority"] is None
+    # Slice 2: the head again (the known-good pair partner), four more workers, node6 with an Xid,
+    # and node7 that did not answer.
+    members = [gated("node1", "head"), gated("node4"), gated("node5")]
+    members += [gated("node6", extra=[check("xid", "fail", "Xid 79")])]
+    members += [{"host": "node7", "role": "worker", "status": "unreachable", "error": "ssh: no route to host"}]
+    two, two_dir = slice_run(tmp_path, "s2", members)
+    merged = run_action({"merge": [one_dir, two["files"]["json"]], "dest": str(tmp_path / "fleet"), "run_id": "m"})
+    with open(merged["files"]["json"]) as fh:
+        doc = json.load(fh)
+    assert [n["host"] for n in doc["nodes"]] == ["node1", "node3", "node4", "node5", "node6", "node7"]
+    # Over the fleet the majority VBIOS is clear, and node3 drifts from it.
+    assert doc["fleet"]["fields"]["vbios"]["majority"] == "96.00.74.00.0D"
+    assert "fleet_drift" in merged["warned"]["node3"][0]
+    assert merged["unhealthy"] == {"node6": ["xid: Xid 79"], "node7": ["reachable: ssh: no route to host"]}
+    assert merged["breaker_tripped"] is False and merged["ok"] is True
+    assert [s["run_id"] for s in merged["slices"]] == ["s1", "s2"] and doc["slices"][1]["nodes"] == 5
+    with open(merged["files"]["markdown"]) as fh:
+        assert "- merged from 2 slices: s1 (2 nodes), s2 (5 nodes)" in fh.read()
+
+
+def test_merge_keeps_a_node_s_worst_result_and_the_breaker_judges_the_fleet(tmp_path):
+    bad = check("ecc_uncorrectable_volatile", "fail", "2 uncorrectable")
+    _one, one_dir = slice_run(tmp_path, "s1", [gated("node1", "head"), gated("node2", extra=[bad])])
+    _two, two_dir = slice_run(tmp_path, "s2", [gated("node1", "head"), gated("node2")])
+    merged = run_action({"merge": [one_dir, two_dir], "dest": str(tmp_path / "fleet"), "run_id": "m"})
+    assert list(merged["unhealthy"]) == ["node2"]  # failed in one slice: failed in the fleet
+    # Three slices of two, each with one failing worker: no slice may judge (3 nodes needed), the
+    # fleet of four does: 3 of 4 failed trips it, and nobody is left out.
+    runs = [
+        slice_run(tmp_path, "t%d" % i, [gated("node1", "head"), gated("node%d" % i, extra=[bad])])[1] for i in (2, 3, 4)
+    ]
+    fleet = run_action({"merge": runs, "dest": str(tmp_path / "fleet"), "run_id": "f", "breaker_min_nodes": 3})
+    assert fleet["breaker_tripped"] is True and fleet["unhealthy"] == {} and fleet["ok"] is False
+
+
+def test_merge_refuses_slices_of_two_fleets_and_files_that_are_no_report(tmp_path):
+    _one, one_dir = slice_run(tmp_path, "s1", [gated("node1", "head")])
+    _two, two_dir = slice_run(tmp_path, "s2", [gated("nodeA", "head")])
+    with pytest.raises(AnsibleActionFail, match="the slices name different heads .node1, nodeA."):
+        run_action({"merge": [one_dir, two_dir], "dest": str(tmp_path / "fleet")})
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"hello": 1}')
+    with pytest.raises(AnsibleActionFail, match="junk.json is not a health report"):
+        run_action({"merge": [str(junk)], "dest": str(tmp_path / "fleet")})
+    with pytest.raises(AnsibleActionFail, match="cannot read the slice report .*missing: No such file or directory"):
+        run_action({"merge": [str(tmp_path / "missing")], "dest": str(tmp_path / "fleet")})
+    assert not (tmp_path / "fleet").exists()

@@ -17,10 +17,12 @@ description:
   - With O(state=purged), removes every key Ray keeps for the storage namespaces that start
     with O(namespace_prefix) (Ray names them C(RAY<namespace>@<table>)), found with SCAN, never
     KEYS. Other clusters' keys in the same Redis are left alone.
-  - Speaks RESP over a plain socket with the Python standard library, so the node needs no Redis
-    client. TLS (C(rediss://)) is not supported.
+  - Speaks RESP with the Python standard library, so the node needs no Redis client - over a plain
+    socket, or over TLS with O(tls) (or a C(rediss://) O(address)), trusting O(tls_ca_cert) only,
+    checking the address against the server's certificate and presenting O(tls_cert) (for a Redis
+    with C(tls-auth-clients yes), as raygate's managed one).
 requirements:
-  - a Redis server (RESP2, without TLS) that the host the module runs on reaches at O(address)
+  - a Redis server (RESP2, plain or TLS) that the host the module runs on reaches at O(address)
   - the password (and with O(username) the ACL user) Ray's GCS uses, allowed C(AUTH) and C(PING), and for
     O(state=purged) C(SCAN) and C(DEL)
   - nothing else on the node; the Python standard library speaks RESP, no Redis client is needed
@@ -61,6 +63,27 @@ options:
     description: Seconds for the connection and for each reply.
     type: float
     default: 5
+  tls:
+    description:
+      - Speak TLS to Redis (also when O(address) starts with C(rediss://)). Needs O(tls_ca_cert),
+        O(tls_cert) and O(tls_key); a failed handshake fails with kind C(tls).
+    type: bool
+    default: false
+    version_added: 0.5.0
+  tls_ca_cert:
+    description: The CA certificate (PEM text) the server's certificate must chain to; no other is trusted.
+    type: str
+    version_added: 0.5.0
+  tls_cert:
+    description: The client certificate (PEM text) presented to Redis.
+    type: str
+    version_added: 0.5.0
+  tls_key:
+    description:
+      - The client certificate's private key (PEM text); never shown in output or logs. It is written
+        to a 0600 file in the module's temporary directory for the handshake, and removed at once.
+    type: str
+    version_added: 0.5.0
 seealso:
   - module: raygate.cluster.ray_node
 """
@@ -97,7 +120,7 @@ key_count:
   type: int
   sample: 9
 kind:
-  description: What failed (refused, timeout, unreachable, wrongpass, noauth, auth_error, protocol, error).
+  description: What failed (refused, timeout, unreachable, tls, wrongpass, noauth, auth_error, protocol, error).
   returned: on failure
   type: str
   sample: wrongpass

@@ -300,6 +300,16 @@ options:
     type: str
     default: ""
     version_added: 0.5.0
+  redis_tls:
+    description:
+      - Reach the GCS Redis over TLS (O(gcs_ft=redis), head only) - C(RAY_REDIS_ADDRESS) becomes
+        C(rediss://) O(redis_address), and C(RAY_REDIS_CA_CERT), C(RAY_REDIS_CLIENT_CERT) and
+        C(RAY_REDIS_CLIENT_KEY) name this node's own TLS files in O(tls_dir), so the head's GCS
+        trusts the cluster CA and presents its certificate (a Redis with C(tls-auth-clients yes)).
+      - Needs O(tls).
+    type: bool
+    default: false
+    version_added: 0.5.0
   redis_password:
     description:
       - The Redis password (O(gcs_ft=redis), head only; required then). Never returned or logged.

@@ -21,7 +21,12 @@ ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["reachable", "purged"], default="reachable"),
     namespace_prefix=dict(type="str"),
     timeout=dict(type="float", default=5),
+    tls=dict(type="bool", default=False),
+    tls_ca_cert=dict(type="str"),
+    tls_cert=dict(type="str"),
+    tls_key=dict(type="str", no_log=True),
 )
+TLS_FILES = ("tls_ca_cert", "tls_cert", "tls_key")
 
 
 def run(module, connect=None):
@@ -33,6 +38,16 @@ def run(module, connect=None):
         module.fail_json(msg="address: %s" % exc)
     address = "%s:%s" % (host, port)
     here = socket.gethostname()
+    if p["tls"] or p["address"].startswith("rediss://"):
+        missing = [name for name in TLS_FILES if not p[name]]
+        if missing:
+            module.fail_json(msg="TLS to Redis needs %s" % ", ".join(missing))
+        try:
+            context = resp.tls_context(p["tls_ca_cert"], p["tls_cert"], p["tls_key"], module.tmpdir)
+        except (ValueError, OSError) as exc:
+            module.fail_json(msg="tls_ca_cert, tls_cert, tls_key: not a usable CA, certificate and key: %s" % exc)
+        connect = resp.tls_connect(context, connect)
+        address = "rediss://" + address
     try:
         if p["state"] == "reachable":
             result = resp.check(host, port, p["username"], p["password"], p["timeout"], connect=connect)

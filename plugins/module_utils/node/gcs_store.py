@@ -59,6 +59,8 @@ class GcsStore:
             problems.append("gcs_ft is redis but redis_address is empty")
         if p["redis_password"] is None or not p["redis_password"].strip():
             problems.append("gcs_ft is redis but redis_password is empty: raygate never backs the GCS by an open Redis")
+        if p["redis_tls"] and not p["tls"]:
+            problems.append("redis_tls needs tls: the head presents its own TLS certificate to Redis")
         namespace = p["storage_namespace"] or ""
         if not namespace.strip():
             problems.append("gcs_ft is redis but storage_namespace is empty: clusters sharing a Redis would mix tables")
@@ -78,30 +80,44 @@ class GcsStore:
         if p["role"] != "head":
             return env
         if p["gcs_ft"] == "redis":
-            env["RAY_REDIS_ADDRESS"] = p["redis_address"] or ""
+            env["RAY_REDIS_ADDRESS"] = self.redis_url()
             env["RAY_external_storage_namespace"] = self.storage_namespace()
+            if p["redis_tls"]:
+                # Ray's GCS reads these (its RayConfig REDIS_CA_CERT, ...): the cluster CA, and this
+                # node's certificate as the Redis client's.
+                tls = self.node.tls
+                env.update(RAY_REDIS_CA_CERT=tls.ca_path, RAY_REDIS_CLIENT_CERT=tls.cert_path)
+                env["RAY_REDIS_CLIENT_KEY"] = tls.key_path
         else:
             env["RAY_gcs_storage"] = "rocksdb"
             env["RAY_gcs_storage_path"] = self.storage_path()
         return env
+
+    def redis_url(self):
+        """The Redis address as Ray takes it: ``rediss://host:port`` over TLS (Ray's own scheme)."""
+        address = self.p["redis_address"] or ""
+        return "rediss://" + address if self.p["redis_tls"] and address and "://" not in address else address
 
     def described(self):
         """The store, as the result says it (None on a node that keeps none)."""
         if not self.on_head():
             return None
         if self.p["gcs_ft"] == "redis":
-            return {"backend": "redis", "address": self.p["redis_address"], "namespace": self.storage_namespace()}
+            return {"backend": "redis", "address": self.redis_url(), "namespace": self.storage_namespace()}
         return {"backend": "rocksdb", "path": self.storage_path()}
 
     def desired(self):
         """The store's part of the configuration hash (the password hashed, as the token is)."""
         p = self.p
         password = p["redis_password"] if self.uses_redis_password() else None
-        return {
+        desired = {
             "ft": p["gcs_ft"],
             "username": p["redis_username"] if password else None,
             "password": hashlib.sha256(password.encode()).hexdigest() if password else None,
         }
+        if p["redis_tls"] and self.on_head():
+            desired["tls"] = True  # only when on: a head without it keeps its hash
+        return desired
 
     def make_storage_dir(self):
         """The GCS's own disk store: readable by its owner only, like Redis's data directory (the

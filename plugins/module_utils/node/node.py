@@ -399,6 +399,7 @@ ARGUMENT_SPEC = dict(
     gcs_ft=dict(type="str", choices=["none", "redis", "rocksdb"], default="none"),
     redis_address=dict(type="str"),
     redis_username=dict(type="str", default=""),
+    redis_tls=dict(type="bool", default=False),
     redis_password=dict(type="str", no_log=True),
     storage_namespace=dict(type="str"),
     gcs_storage_path=dict(type="path", default="/var/lib/raygate/gcs"),

@@ -13,7 +13,9 @@ protocol, error) so the message can say what failed, not only that something did
 
 from __future__ import annotations
 
+import os
 import socket
+import ssl
 import time
 
 CRLF = b"\r\n"
@@ -43,12 +45,13 @@ def encode(*args):
 
 
 def parse_address(address, default_port=6379):
-    """(host, port) from 'host:port', '[v6]:port', 'redis://host:port' or a bare host."""
+    """(host, port) from 'host:port', '[v6]:port', 'redis://host:port', 'rediss://host:port' (TLS,
+    which the caller sets up) or a bare host."""
     text = (address or "").strip()
     if "://" in text:
         scheme, text = text.split("://", 1)
-        if scheme != "redis":
-            raise ValueError("%r: only redis:// (no TLS) is supported by this check" % address)
+        if scheme not in ("redis", "rediss"):
+            raise ValueError("%r: the scheme must be redis:// or rediss://" % address)
     if not text:
         raise ValueError("empty Redis address")
     if text.startswith("["):
@@ -107,6 +110,11 @@ class Connection:
             chunk = self.sock.recv(65536)
         except socket.timeout as exc:
             raise RedisError("timeout", "no reply within %ss" % self.timeout) from exc
+        except ssl.SSLError as exc:
+            # TLS 1.3: a server that refuses the client's certificate says so at the first read.
+            raise RedisError(
+                "tls", "TLS: %s (did Redis refuse this client's certificate?)" % (exc.reason or exc)
+            ) from exc
         except OSError as exc:
             raise RedisError("unreachable", "connection lost (%s)" % exc) from exc
         if not chunk:
@@ -149,6 +157,11 @@ class Connection:
             self.sock.sendall(encode(*args))
         except socket.timeout as exc:
             raise RedisError("timeout", "could not send within %ss" % self.timeout) from exc
+        except ssl.SSLError as exc:
+            # TLS 1.3: the server checks the client's certificate after the client's handshake ends.
+            raise RedisError(
+                "tls", "TLS: %s (did Redis refuse this client's certificate?)" % (exc.reason or exc)
+            ) from exc
         except OSError as exc:
             raise RedisError("unreachable", "connection lost (%s)" % exc) from exc
         return self.read_reply()
@@ -223,6 +236,39 @@ def delete_keys(conn, keys, batch=100):
     return removed
 
 
+def tls_context(ca_pem, cert_pem, key_pem, workdir):
+    """A client TLS context that trusts ``ca_pem`` only (the server's address checked against its
+    certificate) and presents ``cert_pem``/``key_pem``. The key goes through a 0600 file in
+    ``workdir`` (ssl loads a chain from files only), removed at once."""
+    context = ssl.create_default_context(cadata=ca_pem)
+    path = os.path.join(workdir, "redis-client.pem")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(cert_pem.strip() + "\n" + key_pem.strip() + "\n")
+        context.load_cert_chain(path)
+    finally:
+        os.unlink(path)
+    return context
+
+
+def tls_connect(context, connect=socket.create_connection):
+    """A ``connect`` for Connection that speaks TLS with ``context`` (``rediss://``)."""
+
+    def connect_tls(address, timeout):
+        sock = connect(address, timeout)
+        try:
+            return context.wrap_socket(sock, server_hostname=address[0])
+        except ssl.SSLError as exc:
+            sock.close()
+            raise RedisError("tls", "TLS handshake failed: %s" % (exc.reason or exc)) from exc
+        except OSError:
+            sock.close()
+            raise
+
+    return connect_tls
+
+
 def describe(exc, address, host=None):
     """One line naming where the check ran, the address, and what failed."""
     where = " from %s" % host if host else ""
@@ -234,6 +280,7 @@ def describe(exc, address, host=None):
         "noauth": "Redis wants a password and none was given (NOAUTH)",
         "auth_error": "AUTH failed: Redis has no password set, or knows no such user",
         "protocol": "what answered is not a Redis speaking RESP",
+        "tls": "the TLS handshake failed: does Redis use a certificate of the cluster CA, and trust it for clients?",
         "error": "Redis answered with an error",
     }.get(exc.kind, exc.kind)
     stage = getattr(exc, "stage", None)

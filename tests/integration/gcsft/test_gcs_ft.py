@@ -35,6 +35,7 @@ pytestmark = needs_root
 HEAD = "198.18.0.11"
 GCS = HEAD + ":6379"
 REDIS_PORT = 6380
+REDIS_TLS = "--tls --cacert /etc/raygate/tls/ca.crt --cert /etc/raygate/tls/node.crt --key /etc/raygate/tls/node.key"
 RAY = "/opt/raygate/current/bin"
 # A driver on the head speaks to the GCS over mutual TLS (raygate_tls) with the head's certificate.
 TOKEN_ENV = (
@@ -139,11 +140,13 @@ def raylets(indexes):
 
 
 def redis_cli(cluster, *args):
-    """redis-cli on the head against the managed Redis; the password travels in the environment."""
+    """redis-cli on the head against the managed Redis, as its GCS reaches it: over TLS with the
+    head's certificate (raygate_tls), as the ACL user; the password travels in the environment."""
     with open(os.path.join(cluster["base"], "redis_password")) as fh:
         password = fh.read().strip()
-    command = "REDISCLI_AUTH=%s redis-cli --no-auth-warning -h %s -p %d %s" % (
+    command = "REDISCLI_AUTH=%s redis-cli --no-auth-warning --user raygate %s -h %s -p %d %s" % (
         shlex.quote(password),
+        REDIS_TLS,
         HEAD,
         REDIS_PORT,
         " ".join(shlex.quote(a) for a in args),
@@ -251,7 +254,17 @@ class TestProcess:
         write_figures(state["figures"])
 
     def test_bring_up_runs_redis_for_the_head_only(self, cluster):
+        # The head's GCS reaches Redis on the head's own address: a capture on the head's loopback
+        # sees that traffic (the bridge does not).
+        pcap = os.path.join(cluster["base"], "redis.pcap")
+        capture = subprocess.Popen(
+            ["ip", "netns", "exec", "rg-node1", "tcpdump", "-i", "lo", "-B", "65536", "-U", "-s", "0", "-w", pcap,
+             "tcp port %d" % REDIS_PORT],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         rc, out, took = play(cluster, "site.yml")
+        capture.terminate()
+        said = capture.communicate(timeout=60)[1]
         assert rc == 0, out[-4000:]
         assert summary(cluster, "site")["result"] == "complete"
         password_file = os.path.join(cluster["base"], "redis_password")
@@ -274,6 +287,17 @@ class TestProcess:
         assert out.strip() == "CLOSED", out
         rc, pong = redis_cli(cluster, "PING")
         assert pong.strip() == "PONG", pong
+        # TLS only (raygate_tls, the default), one ACL user: a plain client and the default user are refused.
+        rc, plain = node(1, "redis-cli -h %s -p %d PING" % (HEAD, REDIS_PORT))
+        assert "PONG" not in plain, plain
+        rc, default = node(1, "redis-cli --no-auth-warning -a x %s -h %s -p %d PING" % (REDIS_TLS, HEAD, REDIS_PORT))
+        assert "WRONGPASS" in default, default
+        # The GCS's AUTH and its table writes crossed in TLS: the password was never in clear.
+        assert "0 packets dropped by kernel" in said, said
+        with open(pcap, "rb") as fh:
+            captured = fh.read()
+        with open(password_file, "rb") as fh:
+            assert len(captured) > 20000 and fh.read().strip() not in captured, len(captured)
 
     def test_gcs_crash_loses_no_actor_job_or_worker(self, cluster):
         job_id = start_actor_and_job()
@@ -299,7 +323,8 @@ class TestProcess:
 
     def test_wrong_password_fails_before_anything_changes(self, cluster):
         before = raylets((1, 2, 3))
-        rc, out, took = play(cluster, "site.yml", "-e", "raygate_gcs_redis_address=%s:%d" % (HEAD, REDIS_PORT),
+        # The managed Redis given as the user's own: over TLS (rediss://), as it speaks nothing else.
+        rc, out, took = play(cluster, "site.yml", "-e", "raygate_gcs_redis_address=rediss://%s:%d" % (HEAD, REDIS_PORT),
                              "-e", "raygate_gcs_redis_password=not-the-password")  # fmt: skip
         assert rc == 2, out[-4000:]
         got = summary(cluster, "site")

@@ -95,7 +95,8 @@ def test_managed_redis_runs_on_the_store_host_and_the_head_points_at_it(managed)
     assert {managed[h]["store"] for h in HOSTS} == {"w1"}
     assert {managed[h]["endpoint"] for h in HOSTS} == {"10.0.0.2:6380"}
     head = managed["h1"]["node"]
-    assert (head["gcs_ft"], head["redis_address"], head["redis_username"]) == ("redis", "10.0.0.2:6380", "default")
+    assert (head["gcs_ft"], head["redis_address"], head["redis_username"]) == ("redis", "10.0.0.2:6380", "raygate")
+    assert head["redis_tls"] is False  # raygate_tls is off here
     assert head["storage_namespace"] == "raygate-0a1b2c"
     assert int(head["gcs_reconnect_timeout"]) == 300
     assert managed["h1"]["password_needed"] is True
@@ -115,7 +116,9 @@ def test_redis_configuration_binds_the_cluster_address_with_password_and_aof(man
     conf = dict(line.split(" ", 1) for line in managed["w1"]["conf"].splitlines() if line and not line.startswith("#"))
     assert conf["bind"] == "10.0.0.2"
     assert conf["port"] == "6380"
-    assert conf["requirepass"] == "pw-managed"
+    # One ACL user with the password; the default user off; no dangerous command but INFO.
+    assert "requirepass" not in conf and "\nuser default off\n" in managed["w1"]["conf"]
+    assert conf["user"] == "raygate on >pw-managed ~* &* +@all -@dangerous +info"
     assert (conf["appendonly"], conf["appendfsync"]) == ("yes", "everysec")
     assert conf["protected-mode"] == "yes"
     # Default supervisor is process: Redis daemonizes with a pid file the role reads.
@@ -127,6 +130,25 @@ def test_redis_unit_runs_as_redis_and_comes_before_the_ray_head(managed):
     assert "User=redis" in unit and "Type=notify" in unit and "Restart=always" in unit
     assert "Before=raygate-ray.service" in unit
     assert "ExecStart=/usr/bin/redis-server /etc/raygate/redis/redis.conf" in unit
+
+
+def test_with_tls_the_managed_redis_speaks_tls_only_and_the_head_presents_its_certificate(tmp_path):
+    tls_dir = tmp_path / "tls"
+    (tls_dir / "nodes").mkdir(parents=True)
+    (tls_dir / "ca.crt").write_text("CA\n")
+    for host in HOSTS:
+        (tls_dir / "nodes" / ("%s.crt" % host)).write_text("CERT %s\n" % host)
+        (tls_dir / "nodes" / ("%s.key" % host)).write_text("KEY %s\n" % host)
+    own = templated(tmp_path / "run", dict(MANAGED, raygate_tls=True, raygate_tls_dir=str(tls_dir)))
+    conf = dict(line.split(" ", 1) for line in own["w1"]["conf"].splitlines() if line and not line.startswith("#"))
+    assert (conf["port"], conf["tls-port"], conf["tls-auth-clients"]) == ("0", "6380", "yes")
+    assert conf["tls-cert-file"] == "/etc/raygate/redis/tls/redis.crt"
+    assert conf["tls-ca-cert-file"] == "/etc/raygate/redis/tls/ca.crt"
+    head = own["h1"]["node"]
+    assert (head["redis_address"], head["redis_tls"], head["tls"]) == ("10.0.0.2:6380", True, True)
+    # The user's own Redis is used as it is: no TLS asked of it.
+    mine = dict(MANAGED, raygate_tls=True, raygate_tls_dir=str(tls_dir), raygate_gcs_redis_address="r.example:6379")
+    assert templated(tmp_path / "own", mine)["h1"]["node"]["redis_tls"] is False
 
 
 def test_head_is_the_store_without_a_store_group(tmp_path):
@@ -170,6 +192,15 @@ def test_none_passes_no_gcs_options_but_the_mode(tmp_path):
             (),
             "must be host:port",
         ),
+        (
+            {
+                "raygate_gcs_ft": "redis",
+                "raygate_gcs_redis_address": "rediss://r:6379",
+                "raygate_gcs_redis_password": "x",
+            },
+            (),
+            "is TLS, which needs raygate_tls",
+        ),
         ({"raygate_gcs_ft": "redis"}, ("w1", "w2"), "give it one host"),
         ({"raygate_gcs_ft": "redis"}, ("outsider",), "must be a node of the cluster"),
         ({"raygate_gcs_ft": "redis", "raygate_gcs_reconnect_timeout": 0}, (), "at least 1 second"),
@@ -190,6 +221,7 @@ def test_validation_refuses_with_a_message(tmp_path, all_vars, store, words):
         {"raygate_gcs_ft": "rocksdb"},
         MANAGED,
         dict(MANAGED, raygate_gcs_redis_address="r:1", raygate_gcs_redis_password="x"),
+        dict(MANAGED, raygate_gcs_redis_address="rediss://r:1", raygate_gcs_redis_password="x", raygate_tls=True),
     ],
 )
 def test_validation_accepts_good_settings(tmp_path, all_vars):

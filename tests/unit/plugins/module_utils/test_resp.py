@@ -1,8 +1,10 @@
 """The RESP client against a fake Redis served in-process on 127.0.0.1 (a thread per connection)."""
 
 import fnmatch
+import os
 import socket
 import socketserver
+import ssl
 import threading
 
 import pytest
@@ -228,6 +230,7 @@ def test_encode_is_resp_bulk_strings():
         ("redis://redis.example.com:7000", ("redis.example.com", 7000)),
         ("[fd00::1]:6380", ("fd00::1", 6380)),
         ("10.0.0.1", ("10.0.0.1", 6379)),
+        ("rediss://10.0.0.1:6380", ("10.0.0.1", 6380)),
     ],
 )
 def test_parse_address(address, expected):
@@ -235,8 +238,89 @@ def test_parse_address(address, expected):
 
 
 @pytest.mark.parametrize(
-    ("address", "words"), [("rediss://h:1", "only redis://"), ("h:99999", "1..65535"), ("", "empty")]
+    ("address", "words"), [("http://h:1", "redis:// or rediss://"), ("h:99999", "1..65535"), ("", "empty")]
 )
 def test_parse_address_refuses(address, words):
     with pytest.raises(ValueError, match=words):
         resp.parse_address(address)
+
+
+# ---- TLS (rediss://), as raygate's managed Redis speaks it: certificates of the cluster CA both ways
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    tls = pytest.importorskip("ansible_collections.raygate.cluster.plugins.plugin_utils.tls")
+    base = tmp_path_factory.mktemp("pki")
+
+    def pem(cert, key):
+        return tls._pem_cert(cert).decode(), tls._pem_key(key).decode()
+
+    ca = tls.ensure_ca(str(base / "ca"), 30)
+    other = tls.ensure_ca(str(base / "other"), 30, name="another CA")
+    with open(str(base / "ca" / "ca.crt")) as fh:
+        ca_pem = fh.read()
+    return {
+        "dir": base,
+        "ca": ca_pem,
+        "server": pem(*tls.issue(ca, "redis", ["127.0.0.1"], 30)),
+        "client": pem(*tls.issue(ca, "head", ["127.0.0.1"], 30)),
+        "stranger": pem(*tls.issue(other, "head", ["127.0.0.1"], 30)),
+    }
+
+
+class TlsRedis(FakeRedis):
+    """FakeRedis behind TLS that requires a client certificate of ``ca`` (tls-auth-clients yes)."""
+
+    def __init__(self, ca, cert, key, workdir, **kwargs):
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=ca)
+        self.context.verify_mode = ssl.CERT_REQUIRED
+        path = os.path.join(str(workdir), "server.pem")
+        with open(path, "w") as fh:
+            fh.write(cert + key)
+        self.context.load_cert_chain(path)
+        super().__init__(**kwargs)
+
+    def get_request(self):
+        sock, address = super().get_request()
+        sock.settimeout(2)
+        try:
+            return self.context.wrap_socket(sock, server_side=True), address
+        except (ssl.SSLError, OSError):
+            sock.close()
+            raise
+
+
+@pytest.fixture
+def tls_server(pki):
+    server = TlsRedis(pki["ca"], *pki["server"], workdir=pki["dir"])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def tls_check(server, ca, cert_key, workdir):
+    host, port = server.address
+    connect = resp.tls_connect(resp.tls_context(ca, cert_key[0], cert_key[1], str(workdir)))
+    return resp.check(host, port, "default", PASSWORD, timeout=2, connect=connect)
+
+
+def test_over_tls_with_the_cluster_ca_both_ways_it_authenticates_then_pings(tls_server, pki, tmp_path):
+    assert tls_check(tls_server, pki["ca"], pki["client"], tmp_path)["stage"] == "ping"
+    assert tls_server.seen == ["AUTH", "PING"]
+    assert os.listdir(str(tmp_path)) == []  # the key's file is gone
+
+
+def test_a_client_certificate_of_another_ca_is_refused_by_the_server(tls_server, pki, tmp_path):
+    with pytest.raises(resp.RedisError) as err:
+        tls_check(tls_server, pki["ca"], pki["stranger"], tmp_path)
+    assert err.value.kind == "tls" and tls_server.seen == [], (err.value.kind, err.value.detail)
+
+
+def test_a_server_of_another_ca_is_not_trusted(tls_server, pki, tmp_path):
+    with open(str(pki["dir"] / "other" / "ca.crt")) as fh:
+        other_ca = fh.read()
+    with pytest.raises(resp.RedisError) as err:
+        tls_check(tls_server, other_ca, pki["client"], tmp_path)
+    assert err.value.kind == "tls" and "CERTIFICATE_VERIFY_FAILED" in err.value.detail
+    assert "TLS handshake failed" in resp.describe(err.value, "rediss://127.0.0.1:6380")

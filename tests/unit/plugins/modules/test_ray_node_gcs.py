@@ -107,6 +107,27 @@ def test_redis_head_gets_address_namespace_and_the_password_only_at_launch(tmp_p
     }
 
 
+def test_redis_over_tls_names_rediss_and_the_node_s_own_certificate(tmp_path, monkeypatch, launched):
+    pem = {"tls_ca_cert": "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----"}
+    pem["tls_cert"] = "-----BEGIN CERTIFICATE-----\nNODE\n-----END CERTIFICATE-----"
+    pem["tls_key"] = "-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----"
+    given = args(tmp_path, **dict(pem, tls=True, tls_dir=str(tmp_path / "tls"), redis_tls=True))
+    result = run_case({"args": given, "expect": {"changed": True}}, ray_node.main, tmp_path, monkeypatch)
+    env = start_command(launched)["env"]
+    assert env["RAY_REDIS_ADDRESS"] == "rediss://198.18.0.11:6380"
+    tls_dir = str(tmp_path / "tls")
+    assert (env["RAY_REDIS_CA_CERT"], env["RAY_REDIS_CLIENT_CERT"], env["RAY_REDIS_CLIENT_KEY"]) == (
+        tls_dir + "/ca.crt",
+        tls_dir + "/node.crt",
+        tls_dir + "/node.key",
+    )
+    assert result["gcs_storage"]["address"] == "rediss://198.18.0.11:6380"
+    # TLS to Redis is part of the configuration: the same head without it is another one.
+    plain = run_case({"args": dict(given, redis_tls=False), "check_mode": True, "expect": {"changed": True}},
+                     ray_node.main, tmp_path, monkeypatch)  # fmt: skip
+    assert plain["config_hash"] != result["config_hash"]
+
+
 def test_systemd_unit_reads_the_password_from_the_secret_file(tmp_path, monkeypatch, launched):
     monkeypatch.setattr(files, "systemd_booted", lambda: True)
     monkeypatch.setattr(node_unit.Unit, "supervised_ok", lambda self: True)
@@ -162,6 +183,7 @@ def test_none_adds_nothing(tmp_path, monkeypatch, launched):
         ({"storage_namespace": ""}, "storage_namespace is empty"),
         ({"storage_namespace": "a@b"}, "must not contain '@'"),
         ({"gcs_reconnect_timeout": 0}, "at least 1 second"),
+        ({"redis_tls": True}, "redis_tls needs tls"),
     ],
 )
 def test_bad_options_fail_before_anything_runs(tmp_path, monkeypatch, over, words):

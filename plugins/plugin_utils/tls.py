@@ -211,6 +211,8 @@ def renewal_reason(cert, key, ca, ips, renew_days):
             verify(ca.cert)
         except Exception:  # any failure to verify means: not this CA's (a new CA of the same name)
             return "signed by another CA"
+    if not _has_authority_key_id(cert):
+        return "it has no Authority Key Identifier, which strict verification (Python 3.13) requires"
     have_ips, have_names = san_of(cert)
     if not set(ips) <= have_ips or not set(ips) <= have_names:
         return "its addresses changed (it names %s)" % (", ".join(sorted(have_ips)) or "none")
@@ -241,9 +243,21 @@ def issue(ca, name, ips, days):
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
         )
+        # Key identifiers: OpenSSL's strict verification (Python 3.13's default context) refuses a
+        # certificate without the Authority Key Identifier ("Missing Authority Key Identifier").
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(ca.key, hashes.SHA256())
     )  # fmt: skip
     return cert, key
+
+
+def _has_authority_key_id(cert):
+    try:
+        cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier)
+    except x509.ExtensionNotFound:
+        return False
+    return True
 
 
 def ensure_node(directory, ca, name, ips, days, renew_days):

@@ -69,6 +69,29 @@ def test_a_certificate_near_its_end_is_renewed(tmp_path):
     assert end - datetime.datetime.now(datetime.timezone.utc) > datetime.timedelta(days=360)
 
 
+def test_a_certificate_without_an_authority_key_identifier_is_issued_again(tmp_path):
+    # Python 3.13's default TLS context verifies strictly and refuses such a certificate (found by
+    # CI's Debian 13 units): one made by an earlier build is replaced, and the new one has it.
+    run_action({"dir": str(tmp_path), "nodes": NODES[:1]})
+    ca = tls.ensure_ca(str(tmp_path), 3650)
+    cert, key = tls.issue(ca, "node1", ["198.18.0.11"], 365)
+    builder = x509.CertificateBuilder().subject_name(cert.subject).issuer_name(cert.issuer)
+    builder = builder.public_key(key.public_key()).serial_number(cert.serial_number)
+    builder = builder.not_valid_before(cert.not_valid_before_utc).not_valid_after(cert.not_valid_after_utc)
+    for ext in cert.extensions:
+        if not isinstance(ext.value, x509.AuthorityKeyIdentifier):
+            builder = builder.add_extension(ext.value, ext.critical)
+    old = builder.sign(ca.key, tls.hashes.SHA256())
+    tls.write_private(str(tmp_path / "nodes" / "node1.key"), tls._pem_key(key), 0o600)
+    tls.write_private(str(tmp_path / "nodes" / "node1.crt"), tls._pem_cert(old), 0o644)
+    res = run_action({"dir": str(tmp_path), "nodes": NODES[:1]})
+    assert res["issued"] == ["node1"] and "Authority Key Identifier" in res["nodes"]["node1"]["reason"]
+    new = cert_of(tmp_path / "nodes" / "node1.crt")
+    assert new.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier == (
+        cert_of(tmp_path / "ca.crt").extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+    )
+
+
 def test_a_new_ca_reissues_every_node(tmp_path):
     run_action({"dir": str(tmp_path), "nodes": NODES})
     os.unlink(tmp_path / "ca.crt")

@@ -92,6 +92,10 @@ class Connection:
         self.sock.settimeout(timeout)
         self.timeout = timeout
         self.buffer = b""
+        # Over TLS, a connection lost before the first reply is the server refusing this client's
+        # certificate (TLS 1.3 checks it after the client's handshake ends): a reset or an alert.
+        self.tls = isinstance(self.sock, ssl.SSLSocket)
+        self.replied = False
 
     def close(self):
         try:
@@ -110,14 +114,11 @@ class Connection:
             chunk = self.sock.recv(65536)
         except socket.timeout as exc:
             raise RedisError("timeout", "no reply within %ss" % self.timeout) from exc
-        except ssl.SSLError as exc:
-            # TLS 1.3: a server that refuses the client's certificate says so at the first read.
-            raise RedisError(
-                "tls", "TLS: %s (did Redis refuse this client's certificate?)" % (exc.reason or exc)
-            ) from exc
         except OSError as exc:
-            raise RedisError("unreachable", "connection lost (%s)" % exc) from exc
+            raise self._lost(exc) from exc
         if not chunk:
+            if self.tls and not self.replied:
+                raise self._lost("closed by the server")
             raise RedisError("protocol", "Redis closed the connection")
         self.buffer += chunk
 
@@ -157,14 +158,19 @@ class Connection:
             self.sock.sendall(encode(*args))
         except socket.timeout as exc:
             raise RedisError("timeout", "could not send within %ss" % self.timeout) from exc
-        except ssl.SSLError as exc:
-            # TLS 1.3: the server checks the client's certificate after the client's handshake ends.
-            raise RedisError(
-                "tls", "TLS: %s (did Redis refuse this client's certificate?)" % (exc.reason or exc)
-            ) from exc
         except OSError as exc:
-            raise RedisError("unreachable", "connection lost (%s)" % exc) from exc
-        return self.read_reply()
+            raise self._lost(exc) from exc
+        reply = self.read_reply()
+        self.replied = True
+        return reply
+
+    def _lost(self, exc):
+        """The error for a connection lost mid-exchange (``exc``: an OSError, ssl's included, or words)."""
+        if self.tls and (isinstance(exc, ssl.SSLError) or not self.replied):
+            reason = getattr(exc, "reason", None) or exc
+            text = "TLS: connection lost before any reply (%s): did Redis refuse this client's certificate?"
+            return RedisError("tls", text % reason)
+        return RedisError("unreachable", "connection lost (%s)" % exc)
 
     def auth(self, username, password):
         """AUTH with the password (and the ACL user when given); errors keep Redis's words."""

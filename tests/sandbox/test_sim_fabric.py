@@ -96,7 +96,7 @@ def test_switch_node2_to_efa(nodes, tmp_path):
     assert (node1.returncode, node1.stderr.strip()) == (61, "fi_getinfo: -61 (No data available)")
     # Installing the same scenario again changes nothing and leaves no debris.
     sandbox("scenario", "2", path)
-    assert sandbox("exec", "2", "ls", "-A", SIM_ROOT).stdout.split() == ["proc", "sys", "usr"]
+    assert sandbox("exec", "2", "ls", "-A", SIM_ROOT).stdout.split() == ["dev", "proc", "sys", "usr"]
     assert len(fabric.parse_fi_info(over_ssh(2, "fi_info -p efa -t FI_EP_RDM").stdout)) == 32
 
 

@@ -3,6 +3,7 @@
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -116,3 +117,38 @@ def wait_until(what, check, timeout=300):
             return last
         time.sleep(1)
     pytest.fail("%s: not within %ss (last: %r)" % (what, timeout, last))
+
+
+class Capture:
+    """tcpdump (from Debian's packages) while the block runs: on the sandbox bridge, or on
+    ``interface`` inside node netns ``netns``; ``data`` is the capture file's bytes afterwards and
+    ``dropped`` the packets the kernel dropped (None when tcpdump did not say)."""
+
+    def __init__(self, path, expression, interface="rgbr0", netns=None):
+        self.path, self.expression, self.data = path, expression, b""
+        self.prefix = ["ip", "netns", "exec", netns] if netns else []
+        self.interface = interface
+
+    def __enter__(self):
+        self.err = open(self.path + ".err", "w+")
+        # A 64 MiB buffer: a capture that drops packets cannot show that a secret is absent.
+        cmd = self.prefix + ["tcpdump", "-i", self.interface, "-B", "65536", "-U", "-s", "0", "-w", self.path]
+        self.proc = subprocess.Popen(cmd + [self.expression], stdout=subprocess.DEVNULL, stderr=self.err)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            self.err.seek(0)
+            if "listening on" in self.err.read():
+                return self
+            time.sleep(0.2)
+        raise AssertionError("tcpdump did not start: %s" % open(self.path + ".err").read())
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        self.err.seek(0)
+        said = self.err.read()
+        self.err.close()
+        dropped = re.search(r"(\d+) packets? dropped by kernel", said)
+        self.dropped = int(dropped.group(1)) if dropped else None
+        with open(self.path, "rb") as fh:
+            self.data = fh.read()

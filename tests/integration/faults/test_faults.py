@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, recap, run, scratch_inventory
+from conftest import ROOT, SANDBOX, VENV_BIN, Capture, needs_root, node, recap, run, scratch_inventory
 
 from ansible_collections.raygate.cluster.plugins.plugin_utils import tls
 
@@ -228,38 +228,6 @@ ids = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
 seen = ray.get([where.options(scheduling_strategy=On(i, soft=False)).remote(blob) for i in ids])
 print("HOSTS", " ".join(sorted(h for h, n in seen)), "BYTES", sorted(set(n for h, n in seen)))
 """
-
-
-class Capture:
-    """tcpdump on the sandbox bridge (tcpdump, from Debian's packages) while the block runs; ``data``
-    is the capture file's bytes afterwards."""
-
-    def __init__(self, path, expression):
-        self.path, self.expression, self.data = path, expression, b""
-
-    def __enter__(self):
-        self.err = open(self.path + ".err", "w+")
-        # A 64 MiB buffer: a capture that drops packets cannot show that a secret is absent.
-        cmd = ["tcpdump", "-i", "rgbr0", "-B", "65536", "-U", "-s", "0", "-w", self.path, self.expression]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            self.err.seek(0)
-            if "listening on" in self.err.read():
-                return self
-            time.sleep(0.2)
-        raise AssertionError("tcpdump did not start: %s" % open(self.path + ".err").read())
-
-    def __exit__(self, *exc):
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=60)
-        self.err.seek(0)
-        said = self.err.read()
-        self.err.close()
-        dropped = re.search(r"(\d+) packets? dropped by kernel", said)
-        self.dropped = int(dropped.group(1)) if dropped else None
-        with open(self.path, "rb") as fh:
-            self.data = fh.read()
 
 
 @pytest.mark.security

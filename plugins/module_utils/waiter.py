@@ -11,6 +11,7 @@ is done or the timeout passes, and returns ``(ok, result, elapsed)``. Check mode
 
 from __future__ import annotations
 
+import socket
 import time
 
 WAIT_ARGSPEC = dict(
@@ -33,6 +34,19 @@ def wait_for(predicate, timeout, interval=1.0, clock=time.monotonic, sleep=time.
         if elapsed >= timeout:
             return False, result, elapsed
         sleep(min(interval, max(timeout - elapsed, 0)))
+
+
+def wait_port(address, timeout, interval=0.2):
+    """Until a TCP connection to ``address`` (host, port) is accepted; ``(ok, last error, elapsed)``."""
+
+    def listening():
+        try:
+            socket.create_connection(address, timeout=2).close()
+            return True, None
+        except OSError as exc:
+            return False, str(exc)
+
+    return wait_for(listening, timeout=timeout, interval=interval)
 
 
 def noop_wait(predicate, timeout=0, interval=0, clock=time.monotonic, sleep=None, on_progress=None):

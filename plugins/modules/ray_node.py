@@ -112,8 +112,51 @@ options:
     description: Ray's temporary directory; passed on the head only (workers follow the head).
     type: path
   dashboard_host:
-    description: Address the dashboard binds to on the head. Defaults to O(node_ip).
+    description:
+      - Address the dashboard binds to on the head. Defaults to O(node_ip), and to C(127.0.0.1) with
+        O(dashboard_proxy) (any other value is refused then).
     type: str
+  dashboard_proxy:
+    description:
+      - On the head, serve Ray's dashboard and jobs API over HTTPS only (Ray's own dashboard speaks plain
+        HTTP). The dashboard then listens on C(127.0.0.1) and nginx, from the distribution's packages,
+        listens on O(node_ip) and the plan's dashboard port with TLS, in front of it (the same port on
+        another address, so the firewall and the port plan are unchanged).
+      - nginx runs as O(user) with its own configuration (C(dashboard-proxy.conf) in O(config_dir)), pid
+        file and temporary directories in O(dashboard_proxy_run_dir); a site's own nginx is left alone.
+        Under O(supervisor=systemd) it is the unit O(dashboard_proxy_unit), sandboxed as the node's.
+      - It serves the node's certificate (O(tls)) or O(dashboard_proxy_cert). It starts with the head,
+        is reloaded (after C(nginx -t)) when its configuration or certificate changed, and stops with
+        the head; O(state=absent) removes its configuration and unit.
+      - Ignored on workers.
+    type: bool
+    default: false
+    version_added: 0.5.0
+  dashboard_proxy_cert:
+    description:
+      - A certificate file on the head for the proxy to serve instead of the node's (a site's own PKI,
+        a name its users know), with O(dashboard_proxy_key). O(user) must be able to read both.
+    type: path
+    version_added: 0.5.0
+  dashboard_proxy_key:
+    description: The private key file of O(dashboard_proxy_cert), on the head.
+    type: path
+    version_added: 0.5.0
+  dashboard_proxy_binary:
+    description: The nginx binary.
+    type: path
+    default: /usr/sbin/nginx
+    version_added: 0.5.0
+  dashboard_proxy_unit:
+    description: The proxy's systemd unit (O(supervisor=systemd)).
+    type: str
+    default: raygate-dashboard-proxy
+    version_added: 0.5.0
+  dashboard_proxy_run_dir:
+    description: The proxy's pid file, error log and temporary files.
+    type: path
+    default: /run/raygate-dashboard-proxy
+    version_added: 0.5.0
   auth:
     description: Token authentication (C(RAY_AUTH_MODE=token)); needs Ray 2.52 or newer.
     type: bool
@@ -467,10 +510,30 @@ gcs_address:
   type: str
   sample: 10.0.0.1:6379
 dashboard_url:
-  description: URL of the dashboard (head only).
+  description: URL of the dashboard (head only); C(https://) with O(dashboard_proxy).
   returned: when state is started and role is head
   type: str
-  sample: http://10.0.0.1:8265
+  sample: https://10.0.0.1:8265
+dashboard_proxy:
+  description: What the head's HTTPS proxy needed (O(dashboard_proxy)).
+  returned: >-
+    when state is started, role is head and O(dashboard_proxy) is on, and Ray runs with the current
+    configuration
+  type: dict
+  contains:
+    url:
+      description: The proxy's URL.
+      type: str
+      sample: https://10.0.0.1:8265
+    action:
+      description: V(none), V(start) or V(reload) (in check mode, what would be done).
+      type: str
+      sample: start
+    changed:
+      description: Whether it was started or reloaded.
+      type: bool
+      sample: true
+  version_added: 0.5.0
 stopped:
   description: Ray processes that were running before the stop.
   returned: when state is stopped or absent

@@ -76,6 +76,9 @@ class NodeConfig:
             if groups:
                 # Only when it has some: an account without supplementary groups keeps its hash.
                 desired["user_groups"] = groups
+        if self.node.proxy.on():
+            # Only when on: a head without the HTTPS proxy keeps the hash it had before.
+            desired["dashboard_proxy"] = True
         if p["gcs_ft"] != "none":
             # Only when on: a cluster without fault tolerance keeps the hash it had before.
             desired["gcs"] = self.node.gcs.desired()
@@ -121,6 +124,7 @@ class NodeConfig:
             removable.append(self.p["auth_token_file"])
             removable.append(node.secret_path)
             removable += node.tls.removable()
+            removable += node.proxy.removable()
             if self.p["supervisor"] == "systemd":
                 removable.append(node.unit_path)
         return [path for path in removable if os.path.lexists(path)]

@@ -9,15 +9,14 @@ composes the parts that own the rest, each in the file named for it: the configu
 and the record of a start (config.py), the systemd unit (unit.py), the auth token (auth.py), the
 GCS store's secrets and environment (gcs_store.py), the labels file (labels_file.py), the `ray
 start` command (start_command.py), whether a running session is a working member (session.py),
-the drain of a worker (drain.py), the signals that end Ray's processes (stop.py) and the account
-Ray runs as (run_as.py).
+the drain of a worker (drain.py), the signals that end Ray's processes (stop.py), the account
+Ray runs as (run_as.py), its TLS files (tls_files.py) and the head's HTTPS proxy (proxy.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 
 from ansible.module_utils.urls import open_url
 
@@ -30,13 +29,14 @@ from ansible_collections.raygate.cluster.plugins.module_utils.node.config import
 from ansible_collections.raygate.cluster.plugins.module_utils.node.drain import Drain
 from ansible_collections.raygate.cluster.plugins.module_utils.node.gcs_store import GCS_SECRET_FILE, GcsStore
 from ansible_collections.raygate.cluster.plugins.module_utils.node.labels_file import LabelsFile
+from ansible_collections.raygate.cluster.plugins.module_utils.node.proxy import DashboardProxy
 from ansible_collections.raygate.cluster.plugins.module_utils.node.run_as import RunAs
 from ansible_collections.raygate.cluster.plugins.module_utils.node.session import Session
 from ansible_collections.raygate.cluster.plugins.module_utils.node.start_command import StartCommand
 from ansible_collections.raygate.cluster.plugins.module_utils.node.stop import Stopper
 from ansible_collections.raygate.cluster.plugins.module_utils.node.tls_files import TlsFiles
 from ansible_collections.raygate.cluster.plugins.module_utils.node.unit import Unit
-from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for, wait_port
 
 STATE_FILE = "ray-node.json"
 FLAGS_FILE = "raygate-start-flags.json"
@@ -74,6 +74,7 @@ class Node:
         self.session = Session(self)
         self.run_as = RunAs(self)
         self.tls = TlsFiles(self)
+        self.proxy = DashboardProxy(self)
 
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **kwargs)
@@ -149,6 +150,7 @@ class Node:
             self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
         self.auth.check_given()
         self.tls.check(self.module.check_mode)
+        self.proxy.check()
         token_file_changed = self.auth.write(check_mode=True)
         token_file_changed = self.gcs.write_secret(check_mode=True) or token_file_changed
         token_file_changed = self.tls.write(check_mode=True) or token_file_changed
@@ -169,7 +171,7 @@ class Node:
         # relabel a running node, so one that is left alone keeps those it was started with.
         result["status_labels"] = self.labels.carried_status()
         if p["role"] == "head":
-            result["dashboard_url"] = "http://%s:%s" % (p["dashboard_host"] or p["node_ip"], plan["dashboard"])
+            result["dashboard_url"] = self.proxy.dashboard_url(plan)
         return result
 
     def keep_or_clear(self, plan, procs, raylet, record, digest, token_file_changed, result):
@@ -184,7 +186,8 @@ class Node:
                 self.auth.write(check_mode=False)
                 self.gcs.write_secret(check_mode=False)
                 self.tls.write(check_mode=False)
-            return dict(result, changed=token_file_changed, pid=raylet["pid"])
+            result = dict(result, changed=token_file_changed, pid=raylet["pid"])
+            return self.proxy.follow(plan, result)
         if dead or rotating or renewing:
             # What runs here is no working member (see Session.dead), runs on the old token, or on a
             # certificate that was renewed: clear it, whatever restart_on_change says, and start again.
@@ -222,11 +225,12 @@ class Node:
         pid = self.launch(args, env_all)
         if self.p["role"] == "head":
             if self.p["head_wait"] == "dashboard":
-                self.wait_head(result["dashboard_url"])
+                self.wait_head("http://%s:%s" % (self.proxy.bind_address(), plan["dashboard"]))
             else:
                 self.wait_gcs(plan)
         self.config.write_record(digest, pid)
-        return dict(result, changed=True, new_session=True, pid=pid, command=args, dropped_ports=dropped)
+        result = dict(result, changed=True, new_session=True, pid=pid, command=args, dropped_ports=dropped)
+        return self.proxy.follow(plan, result)
 
     def launch(self, args, env):
         os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
@@ -245,15 +249,7 @@ class Node:
 
     def wait_gcs(self, plan):
         address = (self.p["node_ip"], int(plan["gcs"]))
-
-        def listening():
-            try:
-                socket.create_connection(address, timeout=2).close()
-                return True, None
-            except OSError as exc:
-                return False, str(exc)
-
-        ok, last, elapsed = wait_for(listening, timeout=self.p["start_timeout"], interval=0.2)
+        ok, last, elapsed = wait_port(address, timeout=self.p["start_timeout"])
         if not ok:
             self.fail(
                 "the head's GCS did not accept connections on %s:%s within %ss (last error: %s)"
@@ -282,6 +278,7 @@ class Node:
     def stop(self, plan, procs=None):
         """Graceful, then forced, then kill what is left; returns what ran before."""
         procs = self.ray_processes() if procs is None else procs
+        self.proxy.stop()
         self.unit.stop()
         if procs:
             self.stopper.terminate()
@@ -305,7 +302,8 @@ class Node:
             unit_active = not self.module.check_mode and self.unit.supervised_ok()
         removable = self.config.removable(purge_files)
         forget = not purge_files and self.p["status_labels"] == {} and bool(self.labels.carried_status())
-        changed = bool(procs) or unit_active or bool(removable) or forget
+        proxy = self.proxy.running() if self.proxy.installed() else False
+        changed = bool(procs) or unit_active or proxy or bool(removable) or forget
         result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
         result["status_labels_forgotten"] = forget
         raylet = ray_procs.find_daemon(procs, "raylet")
@@ -317,18 +315,21 @@ class Node:
         if self.p["drain"] and raylet:
             result.update(self.drainer.drain(plan, raylet))
             procs = self.ray_processes()
-        if procs or unit_active:
+        if procs or unit_active or proxy:
             self.stop(plan, procs)
         if forget:
             self.labels.forget_status()
         unit_removed = self.p["supervisor"] == "systemd" and self.unit_path in removable
         if unit_removed:
             self.unit.disable()
+        if self.proxy.unit_path in removable:
+            self.proxy.disable()
         for path in removable:
             os.unlink(path)
+        self.proxy.forget()
         if purge_files:
             self.config.remove_empty_dirs()
-        if unit_removed:
+        if unit_removed or self.proxy.unit_path in removable:
             self.unit.daemon_reload()
         left = self.leftovers(plan)
         if any(left.values()):
@@ -339,6 +340,11 @@ class Node:
 def check_ports_free(node, plan):
     """Fails naming each port of the plan some process already listens on, and its owner."""
     listeners = pp.find_listeners(sorted(pp.all_ports(plan, node.p["role"])))
+    # The head's own HTTPS proxy holds the dashboard's port on the node's address: raygate's, not a stranger.
+    ours = node.proxy.pids()
+    listeners = dict(
+        (port, owners) for port, owners in listeners.items() if not all(o.get("pid") in ours for o in owners)
+    )
     if listeners:
         msgs = [pp.describe_listener(port, owners) for port, owners in sorted(listeners.items())]
         node.fail(
@@ -370,6 +376,12 @@ ARGUMENT_SPEC = dict(
     status_labels=dict(type="dict"),
     temp_dir=dict(type="path"),
     dashboard_host=dict(type="str"),
+    dashboard_proxy=dict(type="bool", default=False),
+    dashboard_proxy_cert=dict(type="path"),
+    dashboard_proxy_key=dict(type="path", no_log=False),
+    dashboard_proxy_binary=dict(type="path", default="/usr/sbin/nginx"),
+    dashboard_proxy_unit=dict(type="str", default="raygate-dashboard-proxy"),
+    dashboard_proxy_run_dir=dict(type="path", default="/run/raygate-dashboard-proxy"),
     auth=dict(type="bool", default=True),
     auth_token_file=dict(type="path", default="/etc/raygate/auth_token", no_log=False),
     env_files=dict(type="list", elements="path", default=["/etc/raygate/nccl.env"]),

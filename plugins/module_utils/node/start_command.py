@@ -39,7 +39,7 @@ class StartCommand:
         if p["labels"] if labels is None else labels:
             args.append("--labels-file=%s" % self.node.labels_path)
         if p["role"] == "head":
-            args.append("--dashboard-host=%s" % (p["dashboard_host"] or p["node_ip"]))
+            args.append("--dashboard-host=%s" % self.node.proxy.bind_address())
             if p["temp_dir"]:
                 args.append("--temp-dir=%s" % p["temp_dir"])
         if supported is None or "--disable-usage-stats" in supported:

@@ -177,6 +177,9 @@ def test_worker_args_point_at_the_head_and_skip_head_flags(tmp_path):
             unit_name="raygate-ray",
             auth_token_file="/etc/raygate/auth_token",
             start_timeout=60,
+            dashboard_proxy=False,
+            dashboard_proxy_run_dir="/run/raygate-dashboard-proxy",
+            dashboard_proxy_unit="raygate-dashboard-proxy",
         )
 
     node = node_step.Node(Stub())

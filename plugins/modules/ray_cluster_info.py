@@ -20,7 +20,7 @@ description:
     and shows progress (nodes and GPUs joined so far) instead of retries. The module on the host
     answers once per call.
 requirements:
-  - the host the module runs on (normally the head) reaches O(dashboard_url) over HTTP
+  - the host the module runs on (normally the head) reaches O(dashboard_url) over HTTP or HTTPS
   - with O(auth), the token in O(auth_token_file) on that host
   - nothing else on the nodes; the waiting loop runs on the controller (the action plugin)
 author:
@@ -65,6 +65,13 @@ options:
     description: Seconds for one request to the state API.
     type: int
     default: 10
+  ca_path:
+    description:
+      - With an C(https://) O(dashboard_url) (raygate's HTTPS proxy), the CA bundle on the host the module
+        runs on that the server's certificate must chain to, such as the cluster CA C(/etc/raygate/tls/ca.crt).
+        Unset, the system's CAs. The certificate is always checked before the token is sent.
+    type: path
+    version_added: 0.5.0
 notes:
   - In check mode an unreachable head is reported with RV(reachable=false) instead of failing,
     since the cluster may not exist yet; nor does check mode wait, it reports the cluster once.
@@ -73,6 +80,11 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Ask the head's HTTPS dashboard for the cluster, trusting the cluster CA
+  raygate.cluster.ray_cluster_info:
+    dashboard_url: https://10.0.0.1:8265
+    ca_path: /etc/raygate/tls/ca.crt
+
 - name: Wait until the three nodes and their 24 GPUs are alive
   raygate.cluster.ray_cluster_info:
     dashboard_url: http://10.0.0.1:8265

@@ -26,6 +26,7 @@ ARGUMENT_SPEC = dict(
     wait_nodes=dict(type="int", default=0),
     wait_gpus=dict(type="float", default=0),
     request_timeout=dict(type="int", default=10),
+    ca_path=dict(type="path"),
     **WAIT_ARGSPEC,
 )
 
@@ -126,7 +127,11 @@ def request_headers(module):
 def get_json(module, path):
     p = module.params
     url = p["dashboard_url"].rstrip("/") + path
-    resp = open_url(url, headers=request_headers(module), timeout=p["request_timeout"], validate_certs=False)
+    # https: the server's certificate is checked (against ca_path, else the system's CAs) before the
+    # token is sent; http (Ray's own dashboard on the head's loopback) has nothing to check.
+    resp = open_url(
+        url, headers=request_headers(module), timeout=p["request_timeout"], validate_certs=True, ca_path=p["ca_path"]
+    )
     return json.loads(resp.read())
 
 

@@ -1,11 +1,15 @@
+import http.server
 import io
 import json
+import ssl
+import threading
 
 import pytest
 from harness import run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import cluster
 from ansible_collections.raygate.cluster.plugins.modules import ray_cluster_info
+from ansible_collections.raygate.cluster.plugins.plugin_utils import tls
 
 NODES = {
     "data": {
@@ -84,3 +88,60 @@ def test_an_unreachable_head_fails_with_reachable_false_so_the_action_polls_agai
             "expect": {"failed": True, "reachable": False, "complete": False},
             "expect_contains": {"msg": ["did not answer"]}}  # fmt: skip
     run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+
+
+class _StateApi(http.server.BaseHTTPRequestHandler):
+    """The head's state API behind TLS: answers the nodes, and records each Authorization it gets."""
+
+    tokens = []
+
+    def do_GET(self):  # noqa: N802 (the http.server name)
+        _StateApi.tokens.append(self.headers.get("Authorization"))
+        body = json.dumps(NODES if self.path.startswith("/api/v0/nodes") else {"ray_version": "2.60.0"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture()
+def https_head(tmp_path):
+    """An HTTPS state API on 127.0.0.1, its certificate from a CA of the test's own (as the proxy's is)."""
+    ca = tls.ensure_ca(str(tmp_path / "ca"), 2)
+    cert, key = tls.issue(ca, "head", ["127.0.0.1"], 2)
+    (tmp_path / "head.pem").write_bytes(tls._pem_cert(cert) + tls._pem_key(key))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tmp_path / "head.pem"))
+    server = http.server.HTTPServer(("127.0.0.1", 0), _StateApi)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _StateApi.tokens = []
+    yield "https://127.0.0.1:%d" % server.server_address[1], str(tmp_path / "ca" / "ca.crt")
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_https_dashboard_is_asked_only_once_its_certificate_chains_to_the_ca(
+    tmp_path, monkeypatch, token, https_head
+):
+    url, ca_path = https_head
+    case = {"args": {"dashboard_url": url, "auth_token_file": token, "ca_path": ca_path},
+            "expect": {"reachable": True, "alive_nodes": 1, "ray_version": "2.60.0"}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+    assert _StateApi.tokens == ["Bearer tok-123", "Bearer tok-123"]
+
+
+def test_an_https_dashboard_that_no_trusted_ca_vouches_for_never_gets_the_token(
+    tmp_path, monkeypatch, token, https_head
+):
+    url, _ca_path = https_head
+    # No ca_path: the system's CAs, which never signed the test's own CA.
+    case = {"args": {"dashboard_url": url, "auth_token_file": token},
+            "expect": {"failed": True, "msg_contains": ["did not answer", "CERTIFICATE_VERIFY_FAILED"]}}  # fmt: skip
+    run_case(case, ray_cluster_info.main, tmp_path, monkeypatch)
+    assert _StateApi.tokens == []

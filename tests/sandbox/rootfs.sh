@@ -23,8 +23,10 @@ CACHE=${RAYGATE_ROOTFS_DIR:-/srv/raygate/rootfs}
 # redis-server: the managed Redis of GCS fault tolerance (tests/integration/gcsft); the nodes
 # cannot reach a mirror, so the package must be in the tree. python3-apt: Ansible's package module
 # needs it to see that redis-server is installed (else it tries to install python3-apt itself).
+# nginx: the head's HTTPS proxy in front of Ray's dashboard (raygate_dashboard_https), run by
+# raygate's own unit with its own configuration.
 PACKAGES=(systemd systemd-sysv dbus openssh-server python3 python3-apt python3-venv iproute2 procps
-    psmisc nftables util-linux rsync ca-certificates curl redis-server)
+    psmisc nftables util-linux rsync ca-certificates curl redis-server nginx)
 # Units that cannot work, or have nothing to do, in a container without a console or a network
 # manager of its own: the launcher configures the node's network from the host.
 MASKED_UNITS=(getty.target console-getty.service container-getty@.service getty@.service
@@ -34,7 +36,9 @@ MASKED_UNITS=(getty.target console-getty.service container-getty@.service getty@
     apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer
     e2scrub_reap.service fstrim.timer
     # The distribution's Redis binds 127.0.0.1:6379, the GCS port; raygate runs its own unit.
-    redis-server.service)
+    redis-server.service
+    # The distribution's nginx serves its default site on port 80; raygate runs its own unit.
+    nginx.service)
 
 die() {
     echo "rootfs: $*" >&2

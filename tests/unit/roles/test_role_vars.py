@@ -128,6 +128,7 @@ def probe(tmp_path_factory, cluster):
                     "node": "{{ raygate_node_args }}",
                     "labels_off": "{{ labels_off }}",
                     "url": "{{ raygate_dashboard_url }}",
+                    "api_url": "{{ raygate_dashboard_api_url }}",
                     "plan": "{{ raygate_plan }}",
                     "fw": "{{ raygate_firewall_args }}",
                     # node.yml's own arguments, as written there (secrets only where needed).
@@ -187,8 +188,12 @@ def validated(tmp_path_factory):
 
 def test_dashboard_url_is_the_heads_address_with_this_hosts_plan(templated):
     own = templated[0]
-    assert own["h1"]["url"] == own["w1"]["url"] == "http://10.0.0.1:9000"
-    assert own["w2"]["url"] == "http://10.0.0.1:9100"  # its own offset: the validator refuses such a cluster
+    # HTTPS (raygate_tls is on by default: the head's proxy); the role's own calls on the head go to
+    # Ray's dashboard on its loopback, behind the proxy.
+    assert own["h1"]["url"] == own["w1"]["url"] == "https://10.0.0.1:9000"
+    assert own["h1"]["api_url"] == "http://127.0.0.1:9000"
+    assert own["h1"]["node"]["dashboard_proxy"] is True
+    assert own["w2"]["url"] == "https://10.0.0.1:9100"  # its own offset: the validator refuses such a cluster
     assert own["w2"]["plan"]["gcs"] == 6479 and own["w2"]["plan"]["max_worker"] == 11099
 
 
@@ -264,4 +269,4 @@ def test_the_validated_plan_is_the_one_every_module_is_given(validated):
         assert "ports" not in own[host]["node"] and "port_offset" not in own[host]["fw"], host
     for host in ("h1", "w1", "w2"):
         assert members[host]["fw"]["plan"] == VALIDATED_PLAN, host
-    assert own["w2"]["url"] == "http://10.0.0.1:9020"
+    assert own["w2"]["url"] == "https://10.0.0.1:9020"

@@ -86,8 +86,8 @@ def alive_ips():
     """The alive nodes' IPs as the head's state API lists them (with the cluster token)."""
     rc, out = node(
         1,
-        'curl -sf -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
-        "'http://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
+        'curl -sf --cacert /etc/raygate/tls/ca.crt -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
+        "'https://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
     )
     assert "FAILED" not in out, out
     nodes = json.loads(out)["data"]["result"]["result"]

@@ -131,8 +131,8 @@ def raylets():
 def alive_ips():
     rc, out = node(
         1,
-        'curl -sf -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
-        "'http://198.18.0.11:8265/api/v0/nodes?limit=100' || echo FAILED",
+        'curl -sf --cacert /etc/raygate/tls/ca.crt -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
+        "'https://198.18.0.11:8265/api/v0/nodes?limit=100' || echo FAILED",
     )
     if "FAILED" in out:
         return []
@@ -185,7 +185,11 @@ def test_bring_up(cluster):
     assert printed, out[-3000:]
     command = " ".join(printed.group(1).split())
     # --working-dir .: the job's entrypoint runs in a copy of this directory, not in the head's cwd.
-    assert command.endswith("ray job submit --working-dir . -- python script.py"), command
+    # Over HTTPS (the head's proxy), trusting the cluster CA.
+    assert "RAY_ADDRESS=https://198.18.0.11:8265 " in command, command
+    assert command.endswith("ray job submit --verify /etc/raygate/tls/ca.crt --working-dir . -- python script.py"), (
+        command
+    )
     rc, job = node(1, "cd $(mktemp -d) && echo 'print(6 * 7)' > script.py && " + command)
     assert rc == 0 and "42" in job and "succeeded" in job, job[-3000:]
     # Ray never runs as root: every Ray process of every node runs as the service user, and a job
@@ -205,8 +209,9 @@ def test_bring_up(cluster):
 
 # The jobs line site.yml prints, run on a worker (node2): its HTTP to the head's dashboard crosses the bridge.
 JOB_SUBMIT = (
-    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=http://198.18.0.11:8265"
-    " timeout -s KILL 300 /opt/raygate/current/bin/ray job submit --working-dir . -- python script.py"
+    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=https://198.18.0.11:8265"
+    " timeout -s KILL 300 /opt/raygate/current/bin/ray job submit --verify /etc/raygate/tls/ca.crt"
+    " --working-dir . -- python script.py"
 )
 # A job whose traffic crosses the cluster network: an 8 MiB object to a task pinned on each node (object
 # transfers), a named actor (a GCS write), the driver on the head talking to the workers (Ray's gRPC).
@@ -249,9 +254,15 @@ def test_no_token_crosses_ray_s_grpc_in_clear(cluster):
     assert len(grpc.data) > 16 << 20, len(grpc.data)
     assert b"x" * 64 not in grpc.data
     assert token not in grpc.data
-    # The dashboard and jobs API are plain HTTP until the HTTPS proxy (issue 28, item 3): the token
-    # crosses there in clear, as `Authorization: Bearer`. This assertion turns when that lands.
-    assert b"Bearer " + token in http.data
+    # The dashboard and jobs API are HTTPS only (the head's proxy): the submission crossed port 8265,
+    # encrypted, with neither the token nor its `Authorization: Bearer` header in clear.
+    assert len(http.data) > 1000, len(http.data)
+    assert token not in http.data and b"Bearer" not in http.data
+    # Plain HTTP to that port gets nginx's refusal; Ray's own dashboard answers on the head's loopback only.
+    rc, out = node(2, "curl -s http://198.18.0.11:8265/api/version")
+    assert "plain HTTP request was sent to HTTPS port" in out, out
+    rc, out = node(1, "ss -Htln 'sport = :8265'")
+    assert sorted(line.split()[3] for line in out.splitlines()) == ["127.0.0.1:8265", "198.18.0.11:8265"], out
 
 
 # A driver on node2 as the service user, with the TLS files given (the node's own or another CA's).
@@ -289,7 +300,7 @@ def test_a_client_with_a_certificate_of_another_ca_is_refused(cluster):
 
 def cluster_info(cluster, **args):
     """raygate.cluster.ray_cluster_info ad hoc on the head, through the suite's inventory."""
-    args = json.dumps(dict(dashboard_url="http://198.18.0.11:8265", **args))
+    args = json.dumps(dict(dashboard_url="http://127.0.0.1:8265", **args))  # Ray's own, behind the proxy
     return run([os.path.join(VENV_BIN, "ansible"), "-i", cluster["inv"], "node1", "-m",
                 "raygate.cluster.ray_cluster_info", "-a", args], timeout=300)  # fmt: skip
 

@@ -168,8 +168,8 @@ def start_actor_and_job():
     job_id = "gcsft-%d" % int(time.time())
     submit = (
         "cd $(mktemp -d) && cat > job.py <<'EOF'\n%s\nEOF\n"
-        "%s RAY_ADDRESS=http://%s:8265 %s/ray job submit --no-wait --submission-id %s "
-        "--entrypoint-resources '{\"gcsft_worker\": 0.1}' --working-dir . -- python job.py"
+        "%s RAY_ADDRESS=https://%s:8265 %s/ray job submit --verify /etc/raygate/tls/ca.crt "
+        "--no-wait --submission-id %s --entrypoint-resources '{\"gcsft_worker\": 0.1}' --working-dir . -- python job.py"
         % (JOB, TOKEN_ENV, HEAD, RAY, job_id)
     )
     rc, out = node(1, submit)
@@ -180,14 +180,22 @@ def start_actor_and_job():
 
 def job_status(job_id, wanted=None):
     """The job's status; with WANTED, whether it is that (a job that ended otherwise fails the test)."""
-    rc, out = node(1, "%s RAY_ADDRESS=http://%s:8265 %s/ray job status %s 2>&1" % (TOKEN_ENV, HEAD, RAY, job_id))
+    rc, out = node(
+        1,
+        "%s RAY_ADDRESS=https://%s:8265 %s/ray job status --verify /etc/raygate/tls/ca.crt %s 2>&1"
+        % (TOKEN_ENV, HEAD, RAY, job_id),
+    )
     # Ray 2.60 says "Status for job '<id>': RUNNING" while it runs, "Job '<id>' succeeded" at the end.
     match = re.search(r"\b(PENDING|RUNNING|SUCCEEDED|FAILED|STOPPED)\b", out, re.I)
     status = match.group(1).upper() if match else None
     if wanted is None:
         return status
     if status in ("SUCCEEDED", "FAILED", "STOPPED") and status != wanted:
-        rc, logs = node(1, "%s RAY_ADDRESS=http://%s:8265 %s/ray job logs %s" % (TOKEN_ENV, HEAD, RAY, job_id))
+        rc, logs = node(
+            1,
+            "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s"
+            % (TOKEN_ENV, HEAD, RAY, job_id),
+        )
         pytest.fail("job %s is %s, not %s:\n%s\n%s" % (job_id, status, wanted, out[-2000:], logs[-3000:]))
     return status == wanted
 
@@ -208,7 +216,11 @@ def check_survivors(job_id, workers_before, indexes):
     """After the fault: the actor's state, the job's success, the workers' raylet PIDs."""
     assert wait_until("the detached actor answers", actor_state) == [0, 1, 2, 3, 4]
     final = wait_until("job %s finished" % job_id, lambda: finished(job_id), timeout=240)
-    rc, logs = node(1, "%s RAY_ADDRESS=http://%s:8265 %s/ray job logs %s" % (TOKEN_ENV, HEAD, RAY, job_id))
+    rc, logs = node(
+        1,
+        "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s"
+        % (TOKEN_ENV, HEAD, RAY, job_id),
+    )
     assert final == "SUCCEEDED", logs[-3000:]
     assert "GCSFT JOB DONE 42" in logs, logs[-3000:]
     assert raylets(indexes) == workers_before, "a worker's raylet was restarted"

@@ -204,8 +204,12 @@ def test_a_fleet_gated_in_slices_is_judged_as_one_fleet_by_the_merge(fleet):
 
 
 def ray_list_nodes():
-    # As the Jobs line site.yml prints says: the token from its file, the head's dashboard.
-    env = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=http://198.18.0.11:8265"
+    # As the Jobs line site.yml prints says: the token from its file, the head's dashboard over HTTPS
+    # (the state CLI has no --verify: requests takes the cluster CA from REQUESTS_CA_BUNDLE).
+    env = (
+        "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=https://198.18.0.11:8265"
+        " REQUESTS_CA_BUNDLE=/etc/raygate/tls/ca.crt"
+    )
     rc, listed = node(1, env + " /opt/raygate/current/bin/ray list nodes --format json --detail")
     start = listed.find("[")
     assert rc == 0 and start >= 0, listed[-3000:]

@@ -9,7 +9,7 @@ import shutil
 from conftest import ROOT, SANDBOX, node, recap, run, wait_until
 
 NODES = {1: "198.18.0.11", 2: "198.18.0.12"}
-UNITS = ("raygate-ray.service", "raygate-firewall.service")
+UNITS = ("raygate-ray.service", "raygate-firewall.service", "raygate-dashboard-proxy.service")
 # Generous: the machine is busy (2 cores), and a restart waits RestartSec plus Ray's own start.
 WAIT = 240
 
@@ -64,8 +64,8 @@ def raylet(index):
 def alive_ips():
     rc, out = node(
         1,
-        'curl -sf -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
-        "'http://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
+        'curl -sf --cacert /etc/raygate/tls/ca.crt -H "Authorization: Bearer $(cat /etc/raygate/auth_token)" '
+        "'https://198.18.0.11:8265/api/v0/nodes?limit=100&detail=true' || echo FAILED",
     )
     if "FAILED" in out:
         return None
@@ -86,6 +86,11 @@ def units_run_ray():
         # Ray never runs as root: the unit's main process and every Ray process are the service user's.
         rc, users = node(index, "ps -o user= -p %s,$(pgrep -d, -f '%s')" % (ray["main_pid"], RAY_PROCESS))
         assert rc == 0 and set(users.split()) == {"ray"}, (index, users)
+    # The head's HTTPS proxy in front of its dashboard: its own unit, enabled, nginx as the service user.
+    proxy = unit(1, "raygate-dashboard-proxy.service")
+    assert proxy["active"] == "active" and proxy["enabled"] == "enabled", proxy
+    rc, users = node(1, "ps -o user= --ppid %s -p %s" % (proxy["main_pid"], proxy["main_pid"]))
+    assert rc == 0 and set(users.split()) == {"ray"}, users
 
 
 def changed_nothing(out):
@@ -108,8 +113,9 @@ def nothing_left(index):
     """What raygate leaves on node INDEX after teardown (empty when nothing)."""
     rc, left = node(
         index,
-        "ls /etc/systemd/system/{,*/}raygate-{ray,firewall}.service 2>/dev/null;"
+        "ls /etc/systemd/system/{,*/}raygate-{ray,firewall,dashboard-proxy}.service 2>/dev/null;"
         " pgrep -ax raylet; pgrep -ax gcs_server; pgrep -af '^ray::'; nft list tables | grep raygate;"
+        " pgrep -af 'nginx: master process .*/etc/raygate/';"
         " ls -d /etc/raygate /run/raygate 2>/dev/null; true",
     )
     for name in UNITS:

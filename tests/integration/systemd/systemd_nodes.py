@@ -115,7 +115,7 @@ def nothing_left(index):
         index,
         "ls /etc/systemd/system/{,*/}raygate-{ray,firewall,dashboard-proxy}.service 2>/dev/null;"
         " pgrep -ax raylet; pgrep -ax gcs_server; pgrep -af '^ray::'; nft list tables | grep raygate;"
-        " pgrep -af 'nginx: master process .*/etc/raygate/';"
+        " pgrep -af '[n]ginx: master process .*/etc/raygate/';"
         " ls -d /etc/raygate /run/raygate 2>/dev/null; true",
     )
     for name in UNITS:

@@ -75,6 +75,15 @@ def fake_which(installed):
     return which
 
 
+def fake_venv(tmp_path):
+    """An installed-looking virtualenv under TMP_PATH/venv (its `ray` an empty script); that `ray`'s path."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "ray").write_text("#!/bin/sh\n")
+    (venv / "ray").chmod(0o755)
+    return str(venv / "ray")
+
+
 def load_cases(path):
     with open(path) as fh:
         cases = yaml.safe_load(fh)

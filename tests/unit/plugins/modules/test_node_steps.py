@@ -11,7 +11,7 @@ import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.common.parameters import PASS_VARS
 from ansible.module_utils.testing import patch_module_args
-from harness import ModuleExit, _exit, _fail, run_case
+from harness import ModuleExit, _exit, _fail, fake_venv, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils import files, steps
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
@@ -357,13 +357,6 @@ def node_args(tmp, **over):
     }
     args.update(over)
     return args
-
-
-def fake_venv(tmp_path):
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "ray").write_text("#!/bin/sh\n")
-    (venv / "ray").chmod(0o755)
 
 
 def run_for_real(args, capsys, check=False, diff=False):

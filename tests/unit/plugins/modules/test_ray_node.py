@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 import yaml
-from harness import run_case
+from harness import fake_venv, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import config as node_config
 from ansible_collections.raygate.cluster.plugins.module_utils.node import labels as nl
@@ -132,13 +132,9 @@ def test_check_mode_start_reports_change_and_runs_nothing(tmp_path, monkeypatch)
 
 
 def test_start_runs_ray_start_with_the_plan(tmp_path, monkeypatch):
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "ray").write_text("#!/bin/sh\n")
-    (venv / "ray").chmod(0o755)
+    ray = fake_venv(tmp_path)
     monkeypatch.setattr(node_step.Node, "wait_head", lambda self, url: None)
     monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
-    ray = str(venv / "ray")
     expected_start = [
         ray, "start", "--head", "--node-ip-address=198.18.0.11",
         "--port=6379", "--dashboard-port=8265", "--ray-client-server-port=10001",
@@ -228,14 +224,6 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "raygate-ray.service" not in proc.stderr, proc.stderr
-
-
-def fake_venv(tmp_path):
-    venv = tmp_path / "venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "ray").write_text("#!/bin/sh\n")
-    (venv / "ray").chmod(0o755)
-    return str(venv / "ray")
 
 
 def started_head(monkeypatch):

@@ -6,7 +6,7 @@ dashboard is the fault suite's (tests/integration/faults: a job submitted over H
 port 8265 without the token)."""
 
 import pytest
-from harness import run_case
+from harness import fake_venv, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
@@ -55,16 +55,8 @@ def proxy_args(tmp, **over):
     return args
 
 
-def fake_ray(tmp):
-    venv = tmp / "venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "ray").write_text("#!/bin/sh\n")
-    (venv / "ray").chmod(0o755)
-    return str(venv / "ray")
-
-
 def test_head_start_puts_the_dashboard_on_loopback_and_starts_nginx_in_front(tmp_path, monkeypatch):
-    ray = fake_ray(tmp_path)
+    ray = fake_venv(tmp_path)
     waited = []
     monkeypatch.setattr(node_step.Node, "wait_head", lambda self, url: waited.append(url))
     monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 4242}))
@@ -97,7 +89,7 @@ def test_head_start_puts_the_dashboard_on_loopback_and_starts_nginx_in_front(tmp
 
 
 def test_proxy_needs_a_certificate_before_anything_changes(tmp_path, monkeypatch):
-    fake_ray(tmp_path)
+    fake_venv(tmp_path)
     args = proxy_args(tmp_path, dashboard_proxy_cert=None, dashboard_proxy_key=None, tls=False)
     case = {"args": args, "expect": {"failed": True, "msg_contains": ["tls is off", "raygate_dashboard_tls_cert"]}}
     run_case(case, ray_node.main, tmp_path, monkeypatch)
@@ -105,21 +97,21 @@ def test_proxy_needs_a_certificate_before_anything_changes(tmp_path, monkeypatch
 
 
 def test_half_a_certificate_is_refused(tmp_path, monkeypatch):
-    fake_ray(tmp_path)
+    fake_venv(tmp_path)
     args = proxy_args(tmp_path, dashboard_proxy_key=None)
     case = {"args": args, "expect": {"failed": True, "msg_contains": "dashboard_proxy_cert and dashboard_proxy_key"}}
     run_case(case, ray_node.main, tmp_path, monkeypatch)
 
 
 def test_a_dashboard_host_beside_the_proxy_is_refused(tmp_path, monkeypatch):
-    fake_ray(tmp_path)
+    fake_venv(tmp_path)
     args = proxy_args(tmp_path, dashboard_host="0.0.0.0")
     case = {"args": args, "expect": {"failed": True, "msg_contains": ["dashboard_host 0.0.0.0", "127.0.0.1"]}}
     run_case(case, ray_node.main, tmp_path, monkeypatch)
 
 
 def test_missing_nginx_names_the_package(tmp_path, monkeypatch):
-    fake_ray(tmp_path)
+    fake_venv(tmp_path)
     args = proxy_args(tmp_path, dashboard_proxy_binary="%s/no-nginx" % tmp_path)
     case = {"args": args, "expect": {"failed": True, "msg_contains": ["no-nginx is not there", "install nginx"]}}
     run_case(case, ray_node.main, tmp_path, monkeypatch)
@@ -132,7 +124,7 @@ def test_check_mode_says_the_proxy_would_start_and_writes_nothing(tmp_path, monk
 
 
 def test_workers_ignore_the_proxy(tmp_path, monkeypatch):
-    ray = fake_ray(tmp_path)
+    ray = fake_venv(tmp_path)
     monkeypatch.setattr(node_step.Node, "_raylet_up", lambda self: (True, {"pid": 4243}))
     args = proxy_args(tmp_path, role="worker", node_ip="198.18.0.12", head_ip="198.18.0.11")
     start = [ray, "start", "--address=198.18.0.11:6379", "--node-ip-address=198.18.0.12"]

@@ -4,7 +4,7 @@
 
 """Run a module's implementation (``ARGUMENT_SPEC`` and ``run(module)``) as a step inside another module.
 
-The four step implementations (install_step, node_step, env_step, firewall_step) were written
+The step implementations (install_step, node_step, env_step, firewall_step, watch_step) were written
 against AnsibleModule: they read ``params`` and ``check_mode`` and end with ``exit_json`` or
 ``fail_json``. ``StepModule`` offers them that surface, but ends the step with an exception the
 caller catches instead of ending the process, so one module call can run several of them.
@@ -24,6 +24,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.raygate.cluster.plugins.module_utils.net import env_step, firewall_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
+from ansible_collections.raygate.cluster.plugins.module_utils.node import watch_step
 
 # The relations AnsibleModule accepts besides the spec, under the names a step exposes them.
 CONSTRAINTS = (
@@ -166,8 +167,16 @@ def run_step(parent_module, name, impl, args, check_mode):
 
 # -- node_steps: the module that runs the four as steps of one call ------------------------------
 
-STEPS = {"ray_install": install_step, "ray_node": node_step, "nccl_env": env_step, "ray_firewall": firewall_step}
+STEPS = {
+    "ray_install": install_step,
+    "ray_node": node_step,
+    "nccl_env": env_step,
+    "ray_firewall": firewall_step,
+    "node_watch": watch_step,
+}
 ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
+# node_watch runs only where order names it (teardown: before the node stops).
+CHOICES = ORDER + ["node_watch"]
 # ray_node's no_log options, given to node_steps at top level so that they are masked.
 SECRETS = ("auth_token", "redis_password", "tls_key")
 
@@ -176,7 +185,8 @@ ARGUMENT_SPEC = dict(
     ray_node=dict(type="dict"),
     nccl_env=dict(type="dict"),
     ray_firewall=dict(type="dict"),
-    order=dict(type="list", elements="str", choices=ORDER, default=list(ORDER)),
+    node_watch=dict(type="dict"),
+    order=dict(type="list", elements="str", choices=CHOICES, default=list(ORDER)),
     auth_token=dict(type="str", no_log=True),
     redis_password=dict(type="str", no_log=True),
     tls_key=dict(type="str", no_log=True),
@@ -187,8 +197,8 @@ ARGUMENT_SPEC = dict(
 def input_problems(params):
     """What is wrong with the module's own options, before any step runs."""
     order = params["order"]
-    problems = ["order lists %s more than once" % name for name in ORDER if order.count(name) > 1]
-    missing = [name for name in ORDER if params[name] is not None and name not in order]
+    problems = ["order lists %s more than once" % name for name in CHOICES if order.count(name) > 1]
+    missing = [name for name in CHOICES if params[name] is not None and name not in order]
     if missing:
         problems.append("%s given but not in order (%s)" % (", ".join(missing), ", ".join(order)))
     for secret in SECRETS:

@@ -66,13 +66,20 @@ options:
         the step).
       - Omitted or null, the step does not run.
     type: dict
+  node_watch:
+    description:
+      - The options of M(raygate.cluster.node_watch), validated exactly as that module
+        validates them. Runs only where O(order) names it (the default order does not).
+      - Omitted or null, the step does not run.
+    type: dict
+    version_added: 0.5.0
   order:
     description:
       - The order in which the given steps run. Every given step must be listed; listed steps
         that are not given are skipped. A name may appear once.
     type: list
     elements: str
-    choices: [ray_install, ray_node, nccl_env, ray_firewall]
+    choices: [ray_install, ray_node, nccl_env, ray_firewall, node_watch]
     default: [ray_install, ray_node, nccl_env, ray_firewall]
   auth_token:
     description:
@@ -107,6 +114,7 @@ seealso:
   - module: raygate.cluster.ray_node
   - module: raygate.cluster.nccl_env
   - module: raygate.cluster.ray_firewall
+  - module: raygate.cluster.node_watch
 """
 
 EXAMPLES = r"""

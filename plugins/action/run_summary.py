@@ -54,6 +54,10 @@ class ActionModule(ActionBase):
         silent = [n for n in nodes if not n["ok"] and not n["out"]]
         gate = args["gate_message"] or rs.gate_message(hvs, answers)
         summary = rs.summarize(args["playbook"], nodes, args["head"], self._probe(silent, args["probe_timeout"]), gate)
+        watched = rs.watched_out(hvs, answers)
+        if watched:
+            summary["watched_out"] = watched
+            summary["message"] += "; " + rs.watched_text(watched, summary["in"])
         if args["write"] and not self._task.check_mode:
             path = os.path.join(args["dest"], "%s.json" % args["playbook"])
             os.makedirs(args["dest"], exist_ok=True)

@@ -59,6 +59,30 @@ def gate_message(hostvars_by_host, answers):
     return None
 
 
+def watched_out(hostvars_by_host, answers):
+    """``{host: {at, check, reason}}``: the nodes whose watcher had taken them out of Ray when this
+    run began (``answers["watch"]``, node_watch's query; absent when raygate_watch is off)."""
+    name = answers.get("watch")
+    found = {}
+    for host, hv in hostvars_by_host.items():
+        answer = hv.get(name) if name else None
+        taken = ((answer or {}).get("watch") or {}).get("taken_out") if isinstance(answer, dict) else None
+        if isinstance(taken, dict) and taken.get("reason"):
+            found[host] = {"at": taken.get("at"), "check": taken.get("check"), "reason": taken["reason"]}
+    return found
+
+
+def watched_text(watched, done):
+    """One sentence naming the nodes the watcher took out, and whether this run brought them back."""
+    parts = []
+    for host in sorted(watched):
+        entry = watched[host]
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(entry["at"] or 0)))
+        state = "back in" if host in done else "still out"
+        parts.append("%s at %s, %s (%s)" % (host, when, entry["reason"], state))
+    return "the watcher had taken out: %s" % "; ".join(parts)
+
+
 def probe(address, port=22, timeout=5.0):
     """None when ``address:port`` accepts a TCP connection, else the error (why SSH failed)."""
     try:

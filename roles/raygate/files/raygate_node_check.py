@@ -52,12 +52,17 @@ def run_module(args):
     """gpu_health's result dict; raises RuntimeError when it cannot be had."""
     with open(args.config, encoding="utf-8") as fh:
         params = json.load(fh)
-    module = os.path.join(args.lib, MODULE)
+    return run_params(args.lib, params, args.timeout)
+
+
+def run_params(lib, params, timeout):
+    """gpu_health's result for ``params`` (raygate-node-watch gives its own windows)."""
+    module = os.path.join(lib, MODULE)
     if not os.path.isfile(module):
         raise RuntimeError("no module at %s: install the bundle (raygate_node_check)" % module)
-    env = dict(os.environ, PYTHONPATH=args.lib, LC_ALL="C", LANG="C")
+    env = dict(os.environ, PYTHONPATH=lib, LC_ALL="C", LANG="C")
     proc = subprocess.run([sys.executable, module, json.dumps({"ANSIBLE_MODULE_ARGS": params})],
-                          capture_output=True, text=True, env=env, timeout=args.timeout, check=False)  # fmt: skip
+                          capture_output=True, text=True, env=env, timeout=timeout, check=False)  # fmt: skip
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError("gpu_health gave no result (rc %d): %s" % (proc.returncode, proc.stderr.strip()[-500:]))

@@ -1,0 +1,255 @@
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""raygate-node-watch: the gate's node checks between runs; a worker found do-not-allocate leaves Ray.
+
+  once          one watch run (what the systemd timer starts)
+  loop          a run every interval, for ever (the process supervisor's daemon)
+  ray-take-out  internal: the part that talks to the head's GCS, run by the watcher itself with
+                the Ray virtualenv's Python, as the service user, in the node's Ray environment
+
+A run checks this node with raygate-node-check's module and arguments, reading the kernel log since
+the last run and the fabric counters' growth since the last run. A do-not-allocate finding on a
+worker asks the head's GCS whether the fleet's breaker allows one more node out; if so, Ray drains
+the node (preemption, with raygate_watch_drain_deadline for its tasks), its raylet stops, and with
+raygate_slurm: drain Slurm drains it too ("raygate: ..."). Degraded findings only report; the head
+is never taken out (it holds the GCS), only reported. Each run writes the state file, a line in the
+log and the node_exporter textfile. A node taken out comes back through site.yml, whose gate judges
+it again; the watcher then sees its raylet running again and forgets that it took it out.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import socket
+import subprocess
+import sys
+import time
+
+CONFIG = "/etc/raygate/watch.json"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--config", default=CONFIG, help="the watcher's settings (JSON), as the role wrote them")
+    parser.add_argument("command", choices=["once", "loop", "ray-take-out"])
+    return parser.parse_args(argv)
+
+
+def load_json(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except (OSError, ValueError):
+        return default
+    return value
+
+
+def write_atomic(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def lib_import(cfg):
+    """raygate's module_utils from the node-check bundle, and raygate-node-check beside this file."""
+    for path in (cfg["lib"], HERE):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import raygate_node_check  # pylint: disable=import-outside-toplevel,import-error
+
+    from ansible_collections.raygate.cluster.plugins.module_utils.gate import watch  # pylint: disable=import-outside-toplevel
+
+    return raygate_node_check, watch
+
+
+def raylet_started_at():
+    """Unix time the running raylet started, or None when none runs."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            boot = [float(line.split()[1]) for line in fh if line.startswith("btime ")][0]
+    except (OSError, IndexError, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/comm" % pid, encoding="utf-8") as fh:
+                if fh.read().strip() != "raylet":
+                    continue
+            with open("/proc/%s/stat" % pid, encoding="utf-8") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return boot + int(fields[19]) / ticks
+    return None
+
+
+def port_up(host, port, timeout=3):
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check(cfg, state, now, node_check, watch):
+    """gpu_health's result over this node, with the windows since the last run."""
+    params = load_json(cfg["check_config"])
+    if not isinstance(params, dict):
+        raise RuntimeError("no checks' arguments at %s: run site.yml with raygate_watch" % cfg["check_config"])
+    params["xid_window"] = watch.log_window(state, now, params.get("xid_window") or cfg["interval"])
+    params["fabric_state_file"] = os.path.join(cfg["state_dir"], "fabric-counters.json")
+    params["fabric_window"] = max(int(cfg["interval"]) * 2, 60)
+    return node_check.run_params(cfg["lib"], params, cfg["check_timeout"])
+
+
+def ray_env(cfg):
+    """The Ray node's environment (token path, TLS paths), as its start read it."""
+    from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env  # pylint: disable=import-outside-toplevel
+
+    env = {"PATH": os.path.join(cfg["venv"], "bin") + ":/usr/bin:/bin", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    for path in cfg["env_files"]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                env.update(parse_env(fh.read()))
+        except OSError:
+            continue
+    account = pwd.getpwnam(cfg["user"])
+    env["HOME"] = account.pw_dir
+    return env, account
+
+
+def ask_head(cfg, checks):
+    """Run ray-take-out in the Ray virtualenv as the service user; its JSON answer."""
+    env, account = ray_env(cfg)
+    argv = [os.path.join(cfg["venv"], "bin", "python"), os.path.abspath(__file__), "--config", cfg["path"]]
+    extra = {}
+    if os.geteuid() == 0 and account.pw_uid != 0:
+        extra = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    proc = subprocess.run(argv + ["ray-take-out"], input=json.dumps({"checks": checks}), capture_output=True,
+                          text=True, env=env, timeout=120, check=False, cwd="/", **extra)  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"action": "refused", "why": "head", "detail": "the head could not be asked: %s" % " | ".join(tail)}
+    return json.loads(lines[-1])
+
+
+def ray_take_out(cfg):
+    """ray-take-out: inside the Ray virtualenv, as the service user."""
+    _node_check, watch = lib_import(cfg)
+    request = json.load(sys.stdin)
+    opts = dict(cfg["breaker"], deadline=cfg["deadline"])
+    try:
+        gcs = watch.RayGcs("%s:%s" % (cfg["head_ip"], cfg["gcs_port"]))
+        answer = watch.take_out(gcs, cfg["node_ip"], request["checks"], opts)
+    except Exception as exc:  # pylint: disable=broad-except
+        answer = {"action": "refused", "why": "head", "detail": "the head could not be asked: %s" % exc}
+    print(json.dumps(answer, sort_keys=True))
+    return 0
+
+
+def stop_ray(cfg, deadline):
+    """Wait for the drained raylet to end (its tasks done) until the deadline, then stop Ray here."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end and raylet_started_at() is not None:
+        time.sleep(0.5)
+    if cfg["supervisor"] == "systemd":
+        cmd = ["systemctl", "stop", cfg["unit"] + ".service"]
+    else:
+        cmd = [os.path.join(cfg["venv"], "bin", "ray"), "stop", "--force"]
+    env, _account = ray_env(cfg)
+    subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False, env=env)
+
+
+def slurm_drain(cfg, node_check, result):
+    args = argparse.Namespace(lib=cfg["lib"], scontrol="scontrol", node=cfg["slurm_node"], slurm=cfg["slurm"])
+    return node_check.slurm_step(args, dict(result, healthy=False))
+
+
+def act(cfg, state, take, node_check, result):
+    """Take this worker out, or say why not. Updates ``state``; returns lines for the log."""
+    if cfg["role"] == "head":
+        state["refused"] = {"why": "head", "detail": "the head is not taken out (it holds the GCS): fix it or evict it"}
+        return ["not taken out: it is the head"]
+    answer = ask_head(cfg, take)
+    if answer["action"] != "drained":
+        if answer["action"] == "refused":
+            state["refused"] = {"why": answer["why"], "detail": answer["detail"], "at": state["last_run"]}
+        return ["not taken out (%s): %s" % (answer.get("why", answer["action"]), answer["detail"])]
+    stop_ray(cfg, cfg["deadline"])
+    state["taken_out"] = {"at": answer["at"], "check": take[0].split(":", 1)[0], "reason": answer["reason"]}
+    lines = ["taken out of Ray: %s" % answer["reason"], answer["detail"]]
+    if cfg["slurm"] != "off":
+        try:
+            lines += slurm_drain(cfg, node_check, result)
+        except (OSError, RuntimeError) as exc:
+            lines.append("Slurm: %s" % exc)
+    return lines
+
+
+def once(cfg):
+    node_check, watch = lib_import(cfg)
+    state_path = os.path.join(cfg["state_dir"], "state.json")
+    before = load_json(state_path, {}) or {}
+    now = time.time()
+    state = {"version": 1, "last_run": now, "host": cfg["host"], "taken_out": before.get("taken_out")}
+    started = raylet_started_at()
+    if state["taken_out"] and started is not None and started > state["taken_out"]["at"]:
+        state["back_at"], state["taken_out"] = started, None  # site.yml brought it back
+    lines = []
+    try:
+        result = check(cfg, before, now, node_check, watch)
+    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        result, state["error"] = None, "cannot check this node: %s" % exc
+        lines.append(state["error"])
+    if result is not None:
+        take, report = watch.findings(result)
+        state.update(take_out=take, report=report, checks={c["name"]: c["status"] for c in result.get("checks", [])})
+        if take and not state["taken_out"]:
+            lines += act(cfg, state, take, node_check, result)
+    if cfg["role"] == "head":
+        state["gcs_up"] = port_up(cfg["head_ip"], cfg["gcs_port"])
+        if cfg.get("redis"):
+            state["redis_up"] = port_up(cfg["redis"]["host"], cfg["redis"]["port"])
+    verdict = "do-not-allocate" if state.get("take_out") else "error" if state.get("error") else "healthy"
+    record = dict(state, verdict=verdict, lines=lines)
+    write_atomic(state_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    with open(os.path.join(cfg["state_dir"], "watch.log"), "a", encoding="utf-8") as log:
+        log.write(json.dumps(record, sort_keys=True) + "\n")
+    if cfg.get("textfile") and os.path.isdir(os.path.dirname(cfg["textfile"])):
+        write_atomic(cfg["textfile"], watch.render_textfile(cfg["host"], record))
+    print("raygate-node-watch: %s: %s" % (cfg["host"], verdict))
+    for line in (state.get("take_out") or []) + lines:
+        print("  %s" % line)
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = load_json(args.config)
+    if not isinstance(cfg, dict):
+        print("raygate-node-watch: no settings at %s" % args.config)
+        return 2
+    cfg["path"] = args.config
+    if args.command == "ray-take-out":
+        return ray_take_out(cfg)
+    if args.command == "once":
+        return once(cfg)
+    while True:
+        began = time.monotonic()
+        try:
+            once(cfg)
+        except Exception as exc:  # pylint: disable=broad-except
+            print("raygate-node-watch: run failed: %s" % exc)
+        sys.stdout.flush()
+        time.sleep(max(1.0, cfg["interval"] - (time.monotonic() - began)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -63,7 +63,9 @@ def file_sd_targets(nodes, head, plan, cluster, node_exporter_port=9100):
         labels = {"raygate_cluster": str(cluster), "host": str(node["name"]), "role": role}
         ray.append({"targets": [target(address, metrics)], "labels": dict(labels, job=JOB_RAY)})
         if role == "head":
-            head_groups.append({"targets": [target(address, p) for p in head_ports], "labels": dict(labels, job=JOB_HEAD)})
+            head_groups.append(
+                {"targets": [target(address, p) for p in head_ports], "labels": dict(labels, job=JOB_HEAD)}
+            )
         if exporter:
             node_groups.append({"targets": [target(address, exporter)], "labels": dict(labels, job=JOB_NODE)})
     return ray + head_groups + node_groups

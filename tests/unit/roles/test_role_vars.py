@@ -286,6 +286,9 @@ def test_prometheus_sources_and_node_exporter_port_reach_the_firewall(templated)
     assert members["w1"]["fw"]["prometheus_sources"] == ["192.0.2.50"]
 
 
+JOB_RAY = "raygate-ray"
+
+
 def test_file_sd_targets_name_every_node_with_the_clusters_labels(templated):
     own = templated[0]
     targets = own["h1"]["targets"]
@@ -293,7 +296,9 @@ def test_file_sd_targets_name_every_node_with_the_clusters_labels(templated):
     # the inventory's directory name (a pytest temporary directory here)
     assert cluster.startswith("role_vars")
     assert {t["labels"]["raygate_cluster"] for t in targets} == {cluster}
-    ray = [(t["labels"]["host"], t["labels"]["role"], t["targets"]) for t in targets if t["labels"]["job"] == "raygate-ray"]
+    ray = [
+        (t["labels"]["host"], t["labels"]["role"], t["targets"]) for t in targets if t["labels"]["job"] == "raygate-ray"
+    ]
     assert ray == [
         ("h1", "head", ["10.0.0.1:8269"]),
         ("w1", "worker", ["10.0.0.2:8269"]),

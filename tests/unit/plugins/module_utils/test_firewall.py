@@ -462,7 +462,7 @@ def test_no_store_ports_means_no_store_group():
 
 
 # -- Prometheus scrapers: the metric ports and node_exporter's, nothing else ------------------
-PROM = ["192.0.2.50", "2001:db8:50::/64"]
+PROM = ("192.0.2.50", "2001:db8:50::/64")
 
 
 def prom_desired(role="worker", prometheus=PROM, node_exporter_port=9100, store=False):

@@ -12,7 +12,8 @@ version_added: 0.1.0
 description:
   - Ray's dashboard and jobs API run arbitrary code for whoever reaches them. This module opens
     the ports of the port plan that this node listens on (see O(role)) to the cluster's own
-    sources (O(sources)) and, for the O(admin_ports) only, to O(admin_sources); nobody else.
+    sources (O(sources)) and, for the O(admin_ports) only, to O(admin_sources); the metric ports
+    only (and node_exporter's, O(node_exporter_port)) to O(prometheus_sources); nobody else.
   - The ports come from the same plan as M(raygate.cluster.ray_node) (O(ports),
     O(port_offset), O(min_worker_ports)), so both modules always agree on them. The plan is
     validated the same way (range, overlaps, worker range size, ephemeral port range).
@@ -156,6 +157,27 @@ options:
     elements: str
     default: []
     version_added: 0.5.0
+  prometheus_sources:
+    description:
+      - Addresses or networks of the Prometheus servers that scrape this node, parsed like
+        O(sources). They may reach the plan's metric ports of this node's O(role) (V(metrics_export)
+        on every node, V(autoscaler_metric) and V(dashboard_metric) on the head) and
+        O(node_exporter_port), and nothing else.
+      - Empty (the default) opens nothing to them.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.5.0
+  node_exporter_port:
+    description:
+      - The port of node_exporter on this node, which serves the health textfile; opened to
+        O(prometheus_sources) only. V(0) opens none. It must not be a port of the plan.
+      - It is not a Ray port, so with nftables raygate only accepts it from O(prometheus_sources)
+        and does not drop it for anybody else (the host's own rules decide for them); firewalld
+        and ufw refuse it to others by their default policy.
+    type: int
+    default: 9100
+    version_added: 0.5.0
 notes:
   - Nothing but raygate's own rules is ever changed. No default policy, no C(ufw enable), no
     flush of other tables, no reload beyond C(firewall-cmd --reload). SSH is never governed
@@ -165,12 +187,14 @@ notes:
     deletes and redefines the table. Rule order - C(ct state established,related accept)
     first (loading a drop rule must not cut live Ray connections), C(iif "lo" accept), the
     cluster sets C(cluster4)/C(cluster6) to every plan port, the admin sets
-    C(admin4)/C(admin6) to the admin ports, then the plan ports are dropped or rejected
+    C(admin4)/C(admin6) to the admin ports, the Prometheus sets C(prometheus4)/C(prometheus6)
+    to the metric ports and node_exporter's, then the plan ports are dropped or rejected
     for everybody else. Other tables (for example a host firewall with its own drop
     policy) still see the packets; a packet must be accepted by every base chain. The
     saved O(rules_file) is loaded at boot only with O(boot=true).
   - firewalld - sources live in ipsets raygate owns (C(raygate4), C(raygate6),
-    C(raygate-admin4), C(raygate-admin6), type C(hash:net)); rich rules in O(zone) that
+    C(raygate-admin4), C(raygate-admin6), C(raygate-store4), C(raygate-store6), C(raygate-prom4),
+    C(raygate-prom6), type C(hash:net)); rich rules in O(zone) that
     reference them accept the plan ports. A rule is raygate's when it references one of these
     ipsets, so O(state=absent) removes exactly those rules and ipsets. Changes are made to
     the permanent configuration and applied with one C(firewall-cmd --reload). Whether others
@@ -194,6 +218,13 @@ EXAMPLES = r"""
     sources: [10.0.0.0/24, "fd00:10::/64"]
     admin_sources: [192.0.2.10]
     admin_ports: [dashboard]
+
+- name: Every node - the cluster, and Prometheus scraping Ray's metrics and node_exporter
+  raygate.cluster.ray_firewall:
+    role: worker
+    sources: [10.0.0.0/24]
+    prometheus_sources: [192.0.2.50]
+    node_exporter_port: 9100
 
 - name: Workers - the cluster's node addresses only, rejecting everybody else
   raygate.cluster.ray_firewall:
@@ -245,10 +276,26 @@ admin_sources:
   type: list
   elements: str
   sample: [192.0.2.10/32]
+prometheus_sources:
+  description: The normalised Prometheus sources.
+  returned: always
+  type: list
+  elements: str
+  sample: [192.0.2.50/32]
+  version_added: 0.5.0
+prometheus_ports:
+  description:
+    - The ports open to O(prometheus_sources) - the metric ports of the plan on this node, then
+      node_exporter's (name V(node_exporter)). Empty without Prometheus sources.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: metrics_export, port: "8269", proto: tcp}, {name: node_exporter, port: "9100", proto: tcp}]
+  version_added: 0.5.0
 rules:
   description:
     - Backend-neutral view of what is allowed - one entry per plan port with every source that
-      may reach it. Empty with O(state=absent).
+      may reach it, then node_exporter's port with the Prometheus sources. Empty with O(state=absent).
   returned: always
   type: list
   elements: dict

@@ -11,7 +11,8 @@ hands the text to the parsers here, and applies what the comparisons here return
 The model (``build_desired``) holds the plan ports of one role, the cluster sources allowed
 to reach all of them, and the admin sources allowed to reach only the admin ports. On the host
 of the GCS store (the managed Redis of GCS fault tolerance) it also holds the store's port,
-which only the store sources (the head or heads) may reach. Each backend renders the same model:
+which only the store sources (the head or heads) may reach, and, when Prometheus scrapers are
+listed, the metric ports they may reach and nothing else. Each backend renders the same model:
 
 - nftables: one table of our own, replaced atomically (``render_nft``);
 - firewalld: ipsets we own plus rich rules that reference them (``firewalld_*``);
@@ -38,6 +39,8 @@ IPSETS = {
     ("admin", 6): "raygate-admin6",
     ("store", 4): "raygate-store4",
     ("store", 6): "raygate-store6",
+    ("prometheus", 4): "raygate-prom4",
+    ("prometheus", 6): "raygate-prom6",
 }
 IPSET_FAMILY = {4: "inet", 6: "inet6"}
 RICH_FAMILY = {4: "ipv4", 6: "ipv6"}
@@ -45,6 +48,10 @@ HALVES = {
     4: ("0.0.0.0/1", "128.0.0.0/1"),
     6: ("::/1", "8000::/1"),
 }
+# The plan ports Prometheus scrapes: Ray's metrics exporter on every node, and on the head the
+# autoscaler's and the dashboard's (docs/PORTS.md). Which of them a node has comes from its role.
+PROMETHEUS_PORT_NAMES = ("metrics_export", "autoscaler_metric", "dashboard_metric")
+NODE_EXPORTER = "node_exporter"
 _RICH_IPSET_RE = re.compile(r'\bsource(?: NOT)? ipset="([^"]+)"')
 
 
@@ -145,6 +152,34 @@ def select_admin_ports(ports, admin_ports, known_names):
     return [entry for entry in ports if entry["name"] in wanted]
 
 
+def _node_exporter_entry(port, taken):
+    """The node_exporter port as a port entry, or None for 0; refuses a port that is not usable here."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise FirewallError(
+            "node_exporter_port: %r is not a port: give node_exporter's port (1..65535, default 9100) or 0 for none"
+            % (port,)
+        )
+    if port == 0:
+        return None
+    entry = {"name": NODE_EXPORTER, "port": str(port), "proto": "tcp"}
+    check_no_ssh([entry])
+    for other in taken:
+        lo, hi = _port_bounds(other["port"])
+        if lo <= port <= hi:
+            raise FirewallError(
+                "node_exporter_port: %d is the port plan's %s port (%s), where node_exporter cannot listen: give "
+                "node_exporter's real port, or 0 for none" % (port, other["name"], other["port"])
+            )
+    return entry
+
+
+def prometheus_entries(ports, node_exporter_port=0, taken=()):
+    """What Prometheus scrapes on this node: the metric ports among ``ports`` (so by role), then node_exporter's."""
+    entries = [dict(e) for e in ports if e["name"] in PROMETHEUS_PORT_NAMES]
+    extra = _node_exporter_entry(node_exporter_port, list(ports) + list(taken))
+    return entries + ([extra] if extra else [])
+
+
 def build_desired(
     ports,
     sources,
@@ -154,6 +189,8 @@ def build_desired(
     allow_any=False,
     store_ports=(),
     store_sources=(),
+    prometheus_sources=(),
+    node_exporter_port=0,
 ):
     """The rule model shared by every backend.
 
@@ -164,6 +201,9 @@ def build_desired(
     ``admin_ports`` (port entries) and ``warnings``. ``store_ports`` (the GCS store's, from
     ``port_plan.store_firewall_ports``) are open to ``store_sources`` only, whatever
     ``allow_any`` says; they are returned as ``store_ports`` and ``store`` (networks).
+    ``prometheus_sources`` may reach the metric ports of ``ports`` and ``node_exporter_port``
+    (0: none), nothing else: ``prometheus`` (networks) and ``prometheus_ports`` (entries, empty
+    without sources).
     """
     check_no_ssh(ports)
     cluster, warnings = parse_sources(sources, "sources", allow_any)
@@ -189,6 +229,9 @@ def build_desired(
             "reach its Redis: list the head's address(es)" % ", ".join(e["port"] for e in store_ports)
         )
     check_no_ssh(store_ports)
+    prometheus, prometheus_warnings = parse_sources(prometheus_sources, "prometheus_sources", allow_any)
+    warnings += prometheus_warnings
+    scraped = prometheus_entries(ports, node_exporter_port, store_ports) if prometheus else []
     names = known_names if known_names is not None else [e["name"] for e in ports]
     chosen = select_admin_ports(ports, list(admin_ports or []), names)
     effective = [n for n in admin if not _covered(n, cluster)] if chosen else []
@@ -200,20 +243,30 @@ def build_desired(
         "admin_ports": [dict(e) for e in chosen],
         "store": store if store_ports else [],
         "store_ports": [dict(e) for e in store_ports],
+        "prometheus": prometheus,
+        "prometheus_ports": scraped,
         "warnings": warnings,
     }
 
 
 def neutral_rules(desired):
-    """Backend-neutral rules: [{'port', 'proto', 'sources'}], one per plan port, in plan order."""
+    """Backend-neutral rules: [{'port', 'proto', 'sources'}], one per plan port in plan order, then
+    node_exporter's port when Prometheus sources may reach it."""
     admin_ports = {e["port"] for e in desired["admin_ports"]}
     store_ports = {e["port"] for e in desired.get("store_ports", [])}
+    scraped = desired.get("prometheus_ports", [])
+    scraped_ports = {e["port"] for e in scraped}
     rules = []
     for entry in desired["ports"]:
         nets = list(desired["store"] if entry["port"] in store_ports else desired["cluster"])
         if entry["port"] in admin_ports:
             nets += desired["admin_effective"]
+        if entry["port"] in scraped_ports:
+            nets += desired["prometheus"]
         rules.append({"port": entry["port"], "proto": entry["proto"], "sources": net_text(reduce_networks(nets))})
+    for entry in scraped:
+        if entry["name"] == NODE_EXPORTER:
+            rules.append({"port": entry["port"], "proto": entry["proto"], "sources": net_text(desired["prometheus"])})
     return rules
 
 
@@ -223,7 +276,8 @@ def _by_version(networks, version):
 
 def _groups(desired):
     """(group, networks, port entries) for the cluster group, the admin group when it has effect,
-    and the store group on the GCS store host (its port is in no other group)."""
+    the store group on the GCS store host (its port is in no other group), and the prometheus
+    group when scrapers are listed (the metric ports and node_exporter's, nothing else)."""
     store_ports = desired.get("store_ports", [])
     store_names = {e["port"] for e in store_ports}
     groups = [("cluster", desired["cluster"], [e for e in desired["ports"] if e["port"] not in store_names])]
@@ -231,6 +285,8 @@ def _groups(desired):
         groups.append(("admin", desired["admin_effective"], desired["admin_ports"]))
     if store_ports:
         groups.append(("store", desired["store"], store_ports))
+    if desired.get("prometheus_ports"):
+        groups.append(("prometheus", desired["prometheus"], desired["prometheus_ports"]))
     return groups
 
 

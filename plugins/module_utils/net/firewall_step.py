@@ -97,6 +97,8 @@ class RayFirewall:
                 allow_any=self.p["allow_any_source"],
                 store_ports=pp.store_firewall_ports(plan) if self.p["gcs_store"] else [],
                 store_sources=self.p["gcs_store_sources"],
+                prometheus_sources=self.p["prometheus_sources"],
+                node_exporter_port=self.p["node_exporter_port"],
             )
         except fw.FirewallError as exc:
             self.fail(str(exc))
@@ -323,12 +325,21 @@ class RayFirewall:
                 "ports": desired["ports"],
                 "sources": fw.net_text(desired["cluster"]),
                 "admin_sources": fw.net_text(desired["admin"]),
+                "prometheus_sources": fw.net_text(desired["prometheus"]),
+                "prometheus_ports": desired["prometheus_ports"],
                 "rules": fw.neutral_rules(desired),
             }
         else:
             handler = {"nftables": self.nft_absent, "firewalld": self.firewalld_absent, "ufw": self.ufw_absent}
             changed, diff = handler[backend](binary)
-            result = {"ports": [], "sources": [], "admin_sources": [], "rules": []}
+            result = {
+                "ports": [],
+                "sources": [],
+                "admin_sources": [],
+                "prometheus_sources": [],
+                "prometheus_ports": [],
+                "rules": [],
+            }
         result.update(changed=changed, backend=backend)
         if backend == "firewalld":
             result["zone"] = self.zone
@@ -353,6 +364,8 @@ ARGUMENT_SPEC = dict(
     unit_dir=dict(type="path", default="/etc/systemd/system"),
     gcs_store=dict(type="bool", default=False),
     gcs_store_sources=dict(type="list", elements="str", default=[]),
+    prometheus_sources=dict(type="list", elements="str", default=[]),
+    node_exporter_port=dict(type="int", default=9100),
     **pp.plan_argspec(),
 )
 

@@ -44,6 +44,8 @@ INVENTORY = {
                         "raygate_firewall_zone": "z1",
                         "raygate_firewall_boot": False,
                         "raygate_supervisor": "systemd",
+                        "raygate_prometheus_sources": ["192.0.2.50"],
+                        "raygate_prometheus_node_exporter_port": "9101",
                     },
                     "w2": {
                         "ansible_host": "10.0.0.3",
@@ -131,6 +133,8 @@ def probe(tmp_path_factory, cluster):
                     "api_url": "{{ raygate_dashboard_api_url }}",
                     "plan": "{{ raygate_plan }}",
                     "fw": "{{ raygate_firewall_args }}",
+                    "targets": "{{ raygate_prometheus_targets }}",
+                    "cluster": "{{ raygate_prometheus_cluster }}",
                     # node.yml's own arguments, as written there (secrets only where needed).
                     "call": NODE_CALL_ARGS,
                 }
@@ -270,3 +274,40 @@ def test_the_validated_plan_is_the_one_every_module_is_given(validated):
     for host in ("h1", "w1", "w2"):
         assert members[host]["fw"]["plan"] == VALIDATED_PLAN, host
     assert own["w2"]["url"] == "https://10.0.0.1:9020"
+
+
+def test_prometheus_sources_and_node_exporter_port_reach_the_firewall(templated):
+    own, members = templated
+    assert own["w1"]["fw"]["prometheus_sources"] == ["192.0.2.50"]
+    assert int(own["w1"]["fw"]["node_exporter_port"]) == 9101
+    # the default: nobody, node_exporter on 9100
+    assert own["h1"]["fw"]["prometheus_sources"] == [] and int(own["h1"]["fw"]["node_exporter_port"]) == 9100
+    # a member outside the run (scale.yml --limit) gets its own, as its own run would
+    assert members["w1"]["fw"]["prometheus_sources"] == ["192.0.2.50"]
+
+
+JOB_RAY = "raygate-ray"
+
+
+def test_file_sd_targets_name_every_node_with_the_clusters_labels(templated):
+    own = templated[0]
+    targets = own["h1"]["targets"]
+    cluster = own["h1"]["cluster"]
+    # the inventory's directory name (a pytest temporary directory here)
+    assert cluster.startswith("role_vars")
+    assert {t["labels"]["raygate_cluster"] for t in targets} == {cluster}
+    ray = [
+        (t["labels"]["host"], t["labels"]["role"], t["targets"]) for t in targets if t["labels"]["job"] == "raygate-ray"
+    ]
+    assert ray == [
+        ("h1", "head", ["10.0.0.1:8269"]),
+        ("w1", "worker", ["10.0.0.2:8269"]),
+        ("w2", "worker", ["10.0.0.3:8269"]),
+    ]
+    head = [t for t in targets if t["labels"]["job"] == "raygate-ray-head"]
+    assert [(t["labels"]["host"], t["targets"]) for t in head] == [("h1", ["10.0.0.1:8271", "10.0.0.1:8270"])]
+    assert [t["targets"] for t in targets if t["labels"]["job"] == "raygate-node"] == [
+        ["10.0.0.1:9100"],
+        ["10.0.0.2:9100"],
+        ["10.0.0.3:9100"],
+    ]

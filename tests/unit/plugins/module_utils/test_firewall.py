@@ -459,3 +459,126 @@ def test_no_store_ports_means_no_store_group():
     want = desired(role="head")
     assert "store" not in [group for group, _nets, _entries in fw._groups(want)]
     assert "store" not in fw.render_nft(want)
+
+
+# -- Prometheus scrapers: the metric ports and node_exporter's, nothing else ------------------
+PROM = ("192.0.2.50", "2001:db8:50::/64")
+
+
+def prom_desired(role="worker", prometheus=PROM, node_exporter_port=9100, store=False):
+    ports = HEAD if role == "head" else WORKER
+    return fw.build_desired(
+        ports,
+        NODES,
+        [],
+        ["dashboard"],
+        KNOWN,
+        store_ports=STORE if store else (),
+        store_sources=NODES[:1] if store else (),
+        prometheus_sources=list(prometheus),
+        node_exporter_port=node_exporter_port,
+    )
+
+
+def _prom_ports(rules, prometheus=("192.0.2.50/32",)):
+    """The ports whose neutral rule lets every given Prometheus source in."""
+    return sorted(r["port"] for r in rules if all(p in r["sources"] for p in prometheus))
+
+
+@pytest.mark.parametrize(
+    "role, ports",
+    [("worker", ["8269", "9100"]), ("head", ["8269", "8270", "8271", "9100"])],
+)
+def test_prometheus_sources_reach_exactly_the_metric_ports_of_the_role(role, ports):
+    want = prom_desired(role)
+    assert [e["port"] for e in want["prometheus_ports"]] == ports
+    assert _prom_ports(fw.neutral_rules(want), ("192.0.2.50/32", "2001:db8:50::/64")) == ports
+    # the cluster keeps every plan port and gets no node_exporter rule of its own
+    assert want["ports"] == (HEAD if role == "head" else WORKER)
+
+
+def test_prometheus_rules_on_every_backend_hold_only_the_metric_ports():
+    want = prom_desired("head")
+    text = fw.render_nft(want)
+    prom_lines = [line.strip() for line in text.splitlines() if "@prometheus" in line]
+    assert prom_lines == [
+        "ip saddr @prometheus4 tcp dport { 8269, 8270, 8271, 9100 } accept",
+        "ip6 saddr @prometheus6 tcp dport { 8269, 8270, 8271, 9100 } accept",
+    ]
+    assert re.search(r"set prometheus4 \{[^}]*elements = \{ 192\.0\.2\.50/32 \}", text)
+    # node_exporter is no Ray port: raygate drops nobody from it
+    deny = [line for line in text.splitlines() if line.strip().endswith("drop")][0]
+    assert "9100" not in deny
+    sets = fw.firewalld_ipsets(want)
+    assert sets["raygate-prom4"] == ["192.0.2.50/32"] and sets["raygate-prom6"] == ["2001:db8:50::/64"]
+    prom_rich = [r for r in fw.firewalld_rich_rules(want) if "raygate-prom" in r]
+    assert sorted({re.search(r'port="([^"]+)"', r).group(1) for r in prom_rich}) == ["8269", "8270", "8271", "9100"]
+    assert len(prom_rich) == 8
+    ufw = [r for r in fw.ufw_rules(want) if "192.0.2.50" in r or "2001:db8:50::" in r]
+    assert ufw == [
+        "allow from 192.0.2.50 to any port 8269,8270,8271,9100 proto tcp comment 'raygate'",
+        "allow from 2001:db8:50::/64 to any port 8269,8270,8271,9100 proto tcp comment 'raygate'",
+    ]
+
+
+def test_prometheus_ipsets_are_ours_so_absent_removes_them():
+    assert fw.owned_ipsets(["raygate-prom4", "raygate-prom6", "other"]) == ["raygate-prom4", "raygate-prom6"]
+    rule = fw.rich_rule(4, "raygate-prom4", "9100")
+    assert fw.owned_rich_rules([rule]) == [rule]
+
+
+def test_node_exporter_port_zero_opens_the_metric_ports_only():
+    want = prom_desired("worker", node_exporter_port=0)
+    assert [e["port"] for e in want["prometheus_ports"]] == ["8269"]
+    assert "9100" not in fw.render_nft(want)
+
+
+def test_no_prometheus_sources_opens_nothing_to_them():
+    want = prom_desired("head", prometheus=())
+    assert want["prometheus_ports"] == []
+    assert "prometheus" not in fw.render_nft(want)
+    assert not [r for r in fw.firewalld_rich_rules(want) if "raygate-prom" in r]
+    assert fw.neutral_rules(want) == fw.neutral_rules(desired("head"))
+
+
+@pytest.mark.parametrize("value", ["prometheus.example", "192.0.2.300", "", "10.0.0.0/33"])
+def test_unparsable_prometheus_source_fails_naming_the_option_and_value(value):
+    with pytest.raises(fw.FirewallError) as exc:
+        prom_desired(prometheus=["192.0.2.50", value])
+    assert "prometheus_sources" in str(exc.value)
+    assert repr(value) in str(exc.value)
+
+
+def test_slash_zero_prometheus_source_is_refused():
+    with pytest.raises(fw.FirewallError, match="prometheus_sources: 0.0.0.0/0 would open"):
+        prom_desired(prometheus=["0.0.0.0/0"])
+
+
+@pytest.mark.parametrize(
+    "port, needle",
+    [
+        (8269, "the port plan's metrics_export port (8269)"),
+        (10500, "the port plan's worker port (10002-10999)"),
+        (6380, "the port plan's gcs_redis port (6380)"),
+        (22, "covers the SSH port 22"),
+        (70000, "70000 is not a port"),
+        (True, "True is not a port"),
+    ],
+)
+def test_unusable_node_exporter_port_is_refused(port, needle):
+    with pytest.raises(fw.FirewallError) as exc:
+        prom_desired("worker", node_exporter_port=port, store=True)
+    assert needle in str(exc.value)
+
+
+@NEEDS_NETNS
+def test_prometheus_ruleset_loads_in_a_throwaway_network_namespace(tmp_path):
+    text, digest = fw.nft_ruleset(prom_desired("head", store=True))
+    path = tmp_path / "firewall.nft"
+    path.write_text(text)
+    script = 'nft -f "$1" && nft list table inet raygate'
+    args = ["unshare", "--net", "sh", "-c", script, "sh", str(path)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert fw.nft_table_matches(proc.stdout, digest)
+    assert "@prometheus4" in proc.stdout and "192.0.2.50" in proc.stdout and "2001:db8:50::/64" in proc.stdout

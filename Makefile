@@ -19,7 +19,7 @@ COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
 MODULES := ray_install ray_node ray_cluster_info validate_inventory cluster_tls nccl_env ray_firewall gpu_health nccl_test health_report node_steps node_watch run_summary slurm_gate gcs_redis
 FILTERS := port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member prometheus_file_sd
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw tcpdump \
-  slurmctld slurmd slurm-client munge redis-server nginx prometheus
+  slurmctld slurmd slurm-client munge redis-server nginx prometheus prometheus-node-exporter
 # The systemd sandbox (sandbox.sh up N --systemd). No recommends: systemd-container's
 # libnss-mymachines would edit the host's /etc/nsswitch.conf.
 APT_PACKAGES_NO_RECOMMENDS := debootstrap systemd-container
@@ -181,7 +181,7 @@ compat-next: .build/apt.stamp  ## units on ansible-core 2.20, 2.21 in a Debian 1
 # slowest tests (--durations), where CI's time goes. The markers are set by path in tests/conftest.py.
 SUITE_PYTEST = $(BIN)/pytest -q --durations=8
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate and GCS fault tolerance scenarios (root)
+integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate, GCS fault tolerance and node watcher scenarios (root)
 	$(SUITE_PYTEST) -m sandbox tests
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(SUITE_PYTEST) tests/integration/day2
@@ -190,6 +190,11 @@ integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $
 	$(SUITE_PYTEST) tests/integration/slurm
 	$(SUITE_PYTEST) tests/integration/health
 	$(SUITE_PYTEST) tests/integration/gcsft
+	$(SUITE_PYTEST) tests/integration/watch
+
+.PHONY: watch
+watch: bootstrap wheelhouse  ## node watcher on 3 nodes with real Slurm and Prometheus: Xid out within an interval, breaker, back through site.yml (root)
+	$(BIN)/pytest -q tests/integration/watch
 
 .PHONY: health
 health: bootstrap wheelhouse  ## health-gate faults on a 7-node sandbox: no-Xid GPU loss, SXid, counter growth, drift, breaker, labels (root)

@@ -81,6 +81,13 @@ options:
     description: The watcher's node_exporter textfile, removed with O(state=absent) (the watcher writes it).
     type: path
     default: ""
+  remove_also:
+    description:
+      - More files and directories O(state=absent) removes, that were installed for the watcher
+        (the role passes the node-check bundle, unless C(raygate_node_check) keeps it for Slurm).
+    type: list
+    elements: path
+    default: []
 seealso:
   - module: raygate.cluster.gpu_health
   - module: raygate.cluster.node_steps

@@ -213,10 +213,15 @@ class Watcher:
                 self.changed = True
                 if not self.check:
                     os.unlink(path)
-        if os.path.isdir(self.p["state_dir"]):
-            self.changed = True
-            if not self.check:
-                shutil.rmtree(self.p["state_dir"])
+        for path in [self.p["state_dir"]] + list(self.p["remove_also"]):
+            if os.path.lexists(path):
+                self.changed = True
+                if self.check:
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
 
 
 ARGUMENT_SPEC = dict(
@@ -231,6 +236,7 @@ ARGUMENT_SPEC = dict(
     unit_dir=dict(type="path", default="/etc/systemd/system"),
     unit_name=dict(type="str", default="raygate-watch"),
     textfile=dict(type="path", default=""),
+    remove_also=dict(type="list", elements="path", default=[]),
 )
 REQUIRED_IF = [("state", "present", ["settings"])]
 

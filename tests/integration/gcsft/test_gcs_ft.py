@@ -394,6 +394,12 @@ class TestSystemd:
         rc, out = node(1, "systemctl is-enabled raygate-redis; systemctl is-active raygate-redis; "
                           "systemctl is-active redis-server || true")  # fmt: skip
         assert out.split()[:3] == ["enabled", "active", "inactive"], out
+        # At boot Redis comes up before the head, whose GCS reloads from it: what a reboot of a
+        # Redis-backed head needs besides what the rocksdb reboot below shows (the units start at
+        # boot, the GCS reloads, the workers reconnect). That reboot was measured once
+        # (docs/RELIABILITY.md) and left CI for the node watcher's suite.
+        rc, out = node(1, "systemctl show -p Before --value raygate-redis")
+        assert "raygate-ray.service" in out.split(), out
 
     def test_gcs_crash_heals_without_a_playbook(self, cluster):
         job_id = start_actor_and_job()
@@ -411,9 +417,6 @@ class TestSystemd:
             "recover_s": recovered,
             "left": "nothing; no playbook needed",
         })  # fmt: skip
-
-    def test_head_reboot_loses_nothing(self, cluster):
-        reboot_the_head(cluster, "redis", "raygate-redis starts before raygate-ray; the head's GCS reloads")
 
     def test_rocksdb_head_reboot_loses_nothing(self, cluster):
         # The embedded store on the head's disk: switching to it restarts the head on an empty store

@@ -9,7 +9,7 @@ import shutil
 from conftest import ROOT, SANDBOX, node, recap, run, wait_until
 
 NODES = {1: "198.18.0.11", 2: "198.18.0.12"}
-UNITS = ("raygate-ray.service", "raygate-firewall.service", "raygate-dashboard-proxy.service")
+UNITS = ("raygate-ray.service", "raygate-firewall.service", "raygate-dashboard-proxy.service", "raygate-watch.timer")
 # Generous: the machine is busy (2 cores), and a restart waits RestartSec plus Ray's own start.
 WAIT = 240
 
@@ -113,7 +113,8 @@ def nothing_left(index):
     """What raygate leaves on node INDEX after teardown (empty when nothing)."""
     rc, left = node(
         index,
-        "ls /etc/systemd/system/{,*/}raygate-{ray,firewall,dashboard-proxy}.service 2>/dev/null;"
+        "ls /etc/systemd/system/{,*/}raygate-{ray,firewall,dashboard-proxy,watch}.service"
+        " /etc/systemd/system/{,*/}raygate-watch.timer /var/lib/raygate/watch 2>/dev/null;"
         " pgrep -ax raylet; pgrep -ax gcs_server; pgrep -af '^ray::'; nft list tables | grep raygate;"
         " pgrep -af '[n]ginx: master process .*/etc/raygate/';"
         " ls -d /etc/raygate /run/raygate 2>/dev/null; true",

@@ -3,8 +3,9 @@
 In order, on one 2-node cluster: site.yml enables and starts the units; a re-run restarts
 nothing; a raylet killed with SIGKILL is restarted by systemd and its node rejoins; a rebooted
 node comes back with its firewall and its Ray node and rejoins, and a re-run still changes
-nothing; upgrade.yml switches the units to another Ray version; teardown disables and removes the
-units and leaves nothing, twice.
+nothing; upgrade.yml switches the units to another Ray version; the node watcher's timer takes a
+worker with an Xid out of Ray and systemd does not restart it; teardown disables and removes the
+units (the watcher's too) and leaves nothing, twice.
 
 Run on its own (`pytest tests/integration/systemd`): it owns the sandbox while it runs.
 """
@@ -129,6 +130,37 @@ def test_upgrade_switches_the_units_to_the_other_version(cluster):
     wait_until("both nodes alive on Ray %s" % OTHER, lambda: alive_ips() == sorted(NODES.values()), timeout=WAIT)
     # The units start `current`: a re-run on the new pin restarts nothing.
     site_changes_nothing(site(cluster), "-e", "raygate_ray_version=" + OTHER)
+
+
+def test_the_watcher_s_timer_takes_a_worker_out_and_systemd_does_not_bring_it_back(cluster):
+    # raygate_watch under systemd: a oneshot service on a timer. An Xid on the worker takes it out
+    # of Ray within one interval; the Ray unit (Restart=always) is stopped, not restarted.
+    watch = ("-e", "raygate_ray_version=" + OTHER, "-e", "raygate_watch=true", "-e", "raygate_watch_interval=10",
+             "-e", "raygate_watch_drain_deadline=10")  # fmt: skip
+    rc, out = play(cluster, "site.yml", *watch)
+    assert rc == 0, out[-4000:]
+    for index in NODES:
+        timer = unit(index, "raygate-watch.timer")
+        assert timer["active"] == "active" and timer["enabled"] == "enabled", (index, timer)
+    fault = os.path.join(STATE, "watch-xid.json")
+    with open(fault, "w") as fh:
+        json.dump({"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}}, fh)
+    rc, out = run([SANDBOX, "scenario", "2", fault])
+    assert rc == 0, out
+
+    def state():
+        rc, text = node(2, "cat /var/lib/raygate/watch/state.json")
+        return json.loads(text) if rc == 0 and text.startswith("{") else {}
+
+    taken = wait_until("node2 taken out by its watcher", lambda: state().get("taken_out"), timeout=WAIT)
+    assert "Xid 79" in taken["reason"], taken
+    assert unit(2)["active"] in ("inactive", "failed"), unit(2)
+    # Its next run (the timer goes on) finds the node still out, and systemd has not restarted Ray.
+    wait_until("node2's next watch run", lambda: state().get("last_run", 0) > taken["at"] + 1, timeout=WAIT)
+    assert unit(2)["active"] in ("inactive", "failed") and not raylet(2), unit(2)
+    wait_until("node2 gone from the cluster", lambda: alive_ips() == [NODES[1]], timeout=WAIT)
+    rc, journal = node(2, "journalctl -u raygate-watch.service --no-pager -o cat | grep -c 'taken out of Ray'")
+    assert rc == 0 and int(journal.strip()) >= 1, journal
 
 
 def test_teardown_disables_and_removes_the_units(cluster):

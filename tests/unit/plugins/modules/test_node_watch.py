@@ -84,8 +84,10 @@ def test_process_daemon_starts_once_restarts_on_new_settings_and_goes_with_absen
     os.makedirs(paths["state_dir"], exist_ok=True)
     with open(paths["textfile"], "w", encoding="utf-8") as fh:
         fh.write("raygate_watch_node_healthy 1\n")
-    gone = run(dict(paths, state="absent"))
-    assert gone["changed"]
+    bundle = os.path.join(paths["state_dir"], "..", "bundle")
+    os.makedirs(os.path.join(bundle, "lib"))
+    gone = run(dict(paths, state="absent", remove_also=[bundle]))
+    assert gone["changed"] and not os.path.exists(bundle)
     deadline = time.monotonic() + 10
     while alive(newer) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -1,0 +1,280 @@
+"""The node watcher between runs (issue 30): 3 sandbox nodes under the process supervisor, a real
+Slurm (Debian's slurmctld, slurmd, munge) and a real Prometheus (Debian's) on this machine,
+scraping the nodes through raygate's firewall.
+
+Shows, in order on one cluster:
+- every node's watcher runs; Prometheus, one of raygate_prometheus_sources, scrapes every node's Ray
+  metrics and node_exporter (the watcher's textfile) through the firewall, from the file_sd file
+  site.yml wrote, with the collection's alert rules loaded;
+- with a job running, an Xid 79 injected into a worker's kernel log takes that worker out of Ray
+  within one interval: drained with the reason, its raylet stopped, no task started there after
+  the drain, drained in Slurm with the raygate reason, the textfile says why and the alert fires;
+- a second worker failing at once (more than half of the cluster) is refused by the breaker,
+  stays in and says so;
+- the next site.yml keeps the node out while the fault stands and names it in the run summary,
+  then brings both back once the scenario is healthy (Slurm resumes them);
+- teardown leaves no watcher, state or settings.
+
+Run on its own (`make watch`, part of `make integration`): it owns the sandbox.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory, wait_until
+
+pytestmark = [
+    needs_root,
+    pytest.mark.skipif(
+        not all(shutil.which(b) for b in ("prometheus", "prometheus-node-exporter", "promtool")),
+        reason="needs Debian's prometheus and prometheus-node-exporter (make bootstrap)",
+    ),
+    pytest.mark.skipif(
+        not all(os.path.exists("/usr/sbin/" + d) for d in ("slurmctld", "slurmd", "munged")),
+        reason="needs Debian's slurmctld, slurmd and munge (make bootstrap)",
+    ),
+]
+
+SLURM_CONF = os.path.join(STATE, "slurm", "slurm.conf")
+NODES = {1: "198.18.0.11", 2: "198.18.0.12", 3: "198.18.0.13"}
+XID = {"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}}
+HEALTHY = {"gpu": {"model": "H100"}}
+INTERVAL = 15
+DEADLINE = 20
+PROMETHEUS = "127.0.0.1:19090"
+TEXTFILE_DIR = "/var/lib/node_exporter/textfile_collector"
+RULES = os.path.join(ROOT, "roles", "raygate", "files", "prometheus", "raygate-alerts.yml")
+SETTINGS = f"""raygate_watch: true
+raygate_watch_interval: {INTERVAL}
+raygate_watch_drain_deadline: {DEADLINE}
+raygate_slurm: drain
+raygate_slurm_conf: {SLURM_CONF}
+raygate_prometheus_sources: [198.18.0.1]
+"""
+# A one-minute job from the head: a task every half second, spread over the nodes, each printing
+# where and when it started.
+JOB = """import socket, time
+import ray
+ray.init()
+@ray.remote(num_cpus=0.2, scheduling_strategy="SPREAD")
+def task():
+    start = time.time()
+    time.sleep(1)
+    return socket.gethostname(), start
+pending, end = [], time.time() + 60
+while time.time() < end:
+    pending.append(task.remote())
+    time.sleep(0.5)
+for ref in pending:
+    try:
+        host, start = ray.get(ref)
+        print("TASK", host, start, flush=True)
+    except Exception as exc:
+        print("LOST", type(exc).__name__, flush=True)
+"""
+RAY_JOB = (
+    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=https://198.18.0.11:8265"
+    " timeout -s KILL 120 /opt/raygate/current/bin/ray job %s --verify /etc/raygate/tls/ca.crt %s"
+)
+SUBMIT = (
+    "cd $(mktemp -d) && cat > job.py <<'EOF'\n"
+    + JOB
+    + "EOF\n"
+    + RAY_JOB % ("submit", "--no-wait --submission-id watch-job --working-dir . -- python job.py")
+)
+
+
+def job(command):
+    """``ray job <command> watch-job`` on the head, as the play prints the jobs line."""
+    return node(1, RAY_JOB % (command, "watch-job"))[1]
+
+
+def play(cluster, name, *extra):
+    return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], os.path.join(ROOT, name), *extra])
+
+
+def scenario(cluster, index, doc):
+    path = cluster["base"] / ("node%d.json" % index)
+    path.write_text(json.dumps(doc))
+    rc, out = run([SANDBOX, "scenario", str(index), str(path)])
+    assert rc == 0, out
+
+
+def watch_state(index):
+    rc, out = node(index, "cat /var/lib/raygate/watch/state.json")
+    return json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
+
+
+def slurm_state(name):
+    rc, out = run(["sinfo", "-h", "-n", name, "-o", "%T|%E"], env={"SLURM_CONF": SLURM_CONF}, timeout=60)
+    assert rc == 0, out
+    return out.strip()
+
+
+def prometheus(path):
+    with urllib.request.urlopen("http://%s%s" % (PROMETHEUS, path), timeout=10) as answer:
+        return json.load(answer)["data"]
+
+
+def query(expr):
+    return prometheus("/api/v1/query?query=" + urllib.request.quote(expr))["result"]
+
+
+def summary(cluster, playbook):
+    with open(cluster["base"] / "runs" / ("%s.json" % playbook)) as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    rc, out = run([SANDBOX, "up", "3"], timeout=300)
+    assert rc == 0, out
+    rc, out = run([SANDBOX, "slurm", "up"], timeout=300)
+    assert rc == 0, out
+    base = tmp_path_factory.mktemp("watch")
+    settings = SETTINGS + "raygate_prometheus_file_sd: %s/targets.json\n" % base
+    inv = scratch_inventory(base / "inventory", base, "watch", settings=settings)
+    procs = []
+    try:
+        # node_exporter in each node, serving the textfiles the gate and the watcher write there.
+        for index, address in NODES.items():
+            rc, out = node(index, "mkdir -p %s && (setsid prometheus-node-exporter --collector.disable-defaults"
+                                  " --collector.textfile --collector.textfile.directory=%s"
+                                  " --web.listen-address=%s:9100 >/tmp/node-exporter.log 2>&1 &)"
+                                  % (TEXTFILE_DIR, TEXTFILE_DIR, address))  # fmt: skip
+            assert rc == 0, out
+        cluster = {"inv": inv, "base": base}
+        rc, out = play(cluster, "site.yml")
+        assert rc == 0, out[-4000:]
+        cluster["site_out"] = out
+        config = base / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 5s, evaluation_interval: 5s}\n"
+            "rule_files: [%s]\n"
+            "scrape_configs:\n  - job_name: raygate\n    file_sd_configs: [{files: [%s/targets.json]}]\n"
+            % (RULES, base)
+        )
+        log = open(base / "prometheus.log", "wb")  # pylint: disable=consider-using-with
+        procs.append(subprocess.Popen(  # pylint: disable=consider-using-with
+            ["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (base / "tsdb"),
+             "--web.listen-address=%s" % PROMETHEUS], stdout=log, stderr=subprocess.STDOUT,
+        ))  # fmt: skip
+        yield cluster
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        run([SANDBOX, "slurm", "down"], timeout=300)
+        run([SANDBOX, "down"], timeout=300)
+
+
+def test_every_watcher_runs_and_prometheus_scrapes_every_node_through_the_firewall(cluster):
+    for index in NODES:
+        wait_until("node%d's first watch run" % index, lambda i=index: watch_state(i).get("verdict"), timeout=120)
+        assert watch_state(index)["verdict"] == "healthy", watch_state(index)
+    targets = json.loads((cluster["base"] / "targets.json").read_text())
+    jobs = {group["labels"]["job"] for group in targets}
+    assert {"raygate-ray", "raygate-node"} <= jobs, targets
+
+    def scraped():
+        up = {(r["metric"]["job"], r["metric"]["host"]): r["value"][1] for r in query("up")}
+        return (
+            up
+            if all(up.get((job, "node%d" % i)) == "1" for job in ("raygate-ray", "raygate-node") for i in NODES)
+            else None
+        )
+
+    wait_until("Prometheus scraping every node's Ray metrics and node_exporter", scraped, timeout=120)
+    hosts = {r["metric"]["host"] for r in query("raygate_watch_last_run_seconds")}
+    assert hosts == {"node1", "node2", "node3"}, hosts
+    assert {r["metric"]["host"] for r in query("raygate_watch_gcs_up == 1")} == {"node1"}
+    # The rules shipped with the collection are loaded.
+    names = {rule["name"] for group in prometheus("/api/v1/rules")["groups"] for rule in group["rules"]}
+    assert "RaygateNodeTakenOut" in names, names
+
+
+def test_an_xid_takes_a_worker_out_of_ray_within_one_interval_while_a_job_runs(cluster):
+    rc, out = node(1, SUBMIT)
+    assert rc == 0, out[-3000:]
+    # Tasks run on every node first, node3 included.
+    wait_until("the job running", lambda: "RUNNING" in job("status"), timeout=120)
+    injected = time.time()
+    scenario(cluster, 3, XID)
+    state = wait_until("node3 taken out", lambda: watch_state(3).get("taken_out"), timeout=INTERVAL + DEADLINE + 90)
+    # Within one interval of the fault (plus the check and the drain's wait for the tasks).
+    assert state["at"] - injected <= INTERVAL + 30, (state, injected)
+    assert state["check"] == "xid" and "Xid 79" in state["reason"], state
+    assert node(3, "pgrep -x raylet")[0] == 1, "node3 still runs a raylet"
+    rc, nodes = node(1, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token "
+                        "REQUESTS_CA_BUNDLE=/etc/raygate/tls/ca.crt /opt/raygate/current/bin/ray list nodes "
+                        "--address https://198.18.0.11:8265 --detail --format json")  # fmt: skip
+    assert rc == 0, nodes
+    dead = [n for n in json.loads(nodes[nodes.index("[") :]) if n["node_ip"] == NODES[3] and n["state"] == "DEAD"]
+    assert dead and "raygate-watch: xid" in json.dumps(dead), dead
+    # Slurm drained it too, with raygate's reason.
+    wait_until("node3 drained in Slurm", lambda: "raygate: xid" in slurm_state("node3"), timeout=60)
+    # The job ends as Ray handles a drained node; no task started on node3 after the drain.
+    wait_until("the job's end", lambda: any(s in job("status").lower() for s in ("succeeded", "failed")), timeout=180)
+    logs = job("logs")
+    starts = [(line.split()[1], float(line.split()[2])) for line in logs.splitlines() if line.startswith("TASK ")]
+    assert any(host == "node3" for host, _t in starts), logs[-3000:]
+    late = [t for host, t in starts if host == "node3" and t > state["at"] + 2]
+    assert not late, (state["at"], late)
+    rc, text = node(3, "cat %s/raygate_watch.prom" % TEXTFILE_DIR)
+    assert 'raygate_watch_taken_out{check="xid",host="node3"' in text, text
+    wait_until("the alert RaygateNodeTakenOut firing for node3", lambda: [
+        a for a in prometheus("/api/v1/alerts")["alerts"]
+        if a["labels"]["alertname"] == "RaygateNodeTakenOut" and a["labels"].get("host") == "node3"
+        and a["state"] == "firing"], timeout=120)  # fmt: skip
+
+
+def test_the_breaker_keeps_a_second_worker_in(cluster):
+    # node3 is out; node2 failing too would take 2 of 3 nodes out, over the breaker's 50%.
+    scenario(cluster, 2, XID)
+    state = wait_until("node2's refusal", lambda: watch_state(2).get("refused"), timeout=INTERVAL + 90)
+    assert state["why"] == "breaker" and "2 of 3 nodes" in state["detail"] and "198.18.0.13" in state["detail"], state
+    assert node(2, "pgrep -x raylet")[0] == 0, "the breaker should have kept node2's raylet"
+    assert watch_state(2).get("taken_out") is None
+
+
+def test_the_next_site_keeps_it_out_then_brings_both_back(cluster):
+    rc, out = play(cluster, "site.yml")
+    assert rc == 0, out[-4000:]
+    result = summary(cluster, "site")
+    assert result["result"] == "degraded" and "node3" in result["out"], result
+    assert "node3" in result["watched_out"] and "still out" in result["message"], result
+    assert node(3, "pgrep -x raylet")[0] == 1
+    for index in (2, 3):
+        scenario(cluster, index, HEALTHY)
+    rc, out = play(cluster, "site.yml")
+    assert rc == 0, out[-4000:]
+    assert summary(cluster, "site")["result"] == "complete", summary(cluster, "site")
+    assert node(3, "pgrep -x raylet")[0] == 0
+    wait_until("node3 back in Slurm", lambda: slurm_state("node3").startswith("idle"), timeout=60)
+
+    # The watcher sees the raylet it had stopped running again, and forgets it took the node out.
+    def forgotten():
+        state = watch_state(3)
+        return state.get("verdict") == "healthy" and state.get("taken_out") is None
+
+    wait_until("node3's watcher forgetting", forgotten, timeout=INTERVAL + 60)
+
+
+# What the watcher would leave: its daemon, settings, state, textfile, pid file and the node-check bundle.
+LEFT = (
+    "pgrep -f [r]aygate_node_watch.py; ls -d /etc/raygate/watch.json /var/lib/raygate/watch"
+    " /run/raygate/raygate-watch.pid %s/raygate_watch.prom /opt/raygate/node-check /etc/raygate/node-check.json 2>/dev/null" % TEXTFILE_DIR
+)
+
+
+def test_teardown_leaves_no_watcher(cluster):
+    rc, out = play(cluster, "teardown.yml")
+    assert rc == 0, out[-4000:]
+    for index in NODES:
+        rc, out = node(index, LEFT)
+        assert out.strip() == "", (index, out)

@@ -268,7 +268,9 @@ def test_the_next_site_keeps_it_out_then_brings_both_back(cluster):
 # What the watcher would leave: its daemon, settings, state, textfile, pid file and the node-check bundle.
 LEFT = (
     "pgrep -f [r]aygate_node_watch.py; ls -d /etc/raygate/watch.json /var/lib/raygate/watch"
-    " /run/raygate/raygate-watch.pid %s/raygate_watch.prom /opt/raygate/node-check /etc/raygate/node-check.json 2>/dev/null" % TEXTFILE_DIR
+    " /run/raygate/raygate-watch.pid %s/raygate_watch.prom"
+    % TEXTFILE_DIR
+    + " /opt/raygate/node-check /etc/raygate/node-check.json 2>/dev/null"
 )
 
 

@@ -105,6 +105,8 @@ def check(cfg, state, now, node_check, watch):
     params["xid_window"] = watch.log_window(state, now, params.get("xid_window") or cfg["interval"])
     params["fabric_state_file"] = os.path.join(cfg["state_dir"], "fabric-counters.json")
     params["fabric_window"] = max(int(cfg["interval"]) * 2, 60)
+    # DCGM's long levels (2: minutes, 3: a quarter of an hour) are for the gate, not every interval.
+    params["dcgm_diag_level"] = min(int(params.get("dcgm_diag_level") or 0), 1)
     return node_check.run_params(cfg["lib"], params, cfg["check_timeout"])
 
 

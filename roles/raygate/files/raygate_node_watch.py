@@ -102,7 +102,7 @@ def check(cfg, state, now, node_check, watch):
     params = load_json(cfg["check_config"])
     if not isinstance(params, dict):
         raise RuntimeError("no checks' arguments at %s: run site.yml with raygate_watch" % cfg["check_config"])
-    params["xid_window"] = watch.log_window(state, now, params.get("xid_window") or cfg["interval"])
+    params["xid_window"] = watch.log_window(state, now, params.get("xid_window", cfg["interval"]))
     params["fabric_state_file"] = os.path.join(cfg["state_dir"], "fabric-counters.json")
     params["fabric_window"] = max(int(cfg["interval"]) * 2, 60)
     # DCGM's long levels (2: minutes, 3: a quarter of an hour) are for the gate, not every interval.

@@ -6,11 +6,11 @@ Shows, in order on one cluster:
 - every node's watcher runs; Prometheus, one of raygate_prometheus_sources, scrapes every node's Ray
   metrics and node_exporter (the watcher's textfile) through the firewall, from the file_sd file
   site.yml wrote, with the collection's alert rules loaded;
-- with a job running, an Xid 79 injected into a worker's kernel log takes that worker out of Ray
-  within one interval: drained with the reason, its raylet stopped, no task started there after
-  the drain, drained in Slurm with the raygate reason, the textfile says why and the alert fires;
-- a second worker failing at once (more than half of the cluster) is refused by the breaker,
-  stays in and says so;
+- with a job running, an Xid 79 injected into both workers' kernel logs at once (more than half of
+  the cluster): one worker leaves Ray within one interval (drained with the reason, its raylet
+  stopped, no task started there after the drain, drained in Slurm with the raygate reason, the
+  textfile says why and the alert fires), the breaker keeps the other in and it says so;
+- health.yml names the node the watcher took out;
 - the next site.yml keeps the node out while the fault stands and names it in the run summary,
   then brings both back once the scenario is healthy (Slurm resumes them);
 - teardown leaves no watcher, state or settings.
@@ -198,71 +198,94 @@ def test_every_watcher_runs_and_prometheus_scrapes_every_node_through_the_firewa
     assert "RaygateNodeTakenOut" in names, names
 
 
-def test_an_xid_takes_a_worker_out_of_ray_within_one_interval_while_a_job_runs(cluster):
+def test_faults_on_both_workers_at_once_take_one_out_of_ray_within_one_interval_while_a_job_runs(cluster):
     rc, out = node(1, SUBMIT)
     assert rc == 0, out[-3000:]
-    # Tasks run on every node first, node3 included.
     wait_until("the job running", lambda: "RUNNING" in job("status"), timeout=120)
+    # An Xid on both workers at once: more than half of the cluster. Their watchers fire on their own
+    # clocks; the breaker lets the first one out and keeps the other in.
     injected = time.time()
-    scenario(cluster, 3, XID)
-    state = wait_until("node3 taken out", lambda: watch_state(3).get("taken_out"), timeout=INTERVAL + DEADLINE + 90)
+    for index in (2, 3):
+        scenario(cluster, index, XID)
+
+    def outcome():
+        states = {i: watch_state(i) for i in (2, 3)}
+        out = [i for i, st in states.items() if st.get("taken_out")]
+        kept = [i for i, st in states.items() if (st.get("refused") or {}).get("why") == "breaker"]
+        return (out[0], kept[0], states) if len(out) == 1 and len(kept) == 1 else None
+
+    gone, kept, states = wait_until("one worker out, one kept in", outcome, timeout=INTERVAL + DEADLINE + 90)
+    cluster.update(out=gone, kept=kept)
+    state = states[gone]["taken_out"]
     # Within one interval of the fault (plus the check and the drain's wait for the tasks).
     assert state["at"] - injected <= INTERVAL + 30, (state, injected)
     assert state["check"] == "xid" and "Xid 79" in state["reason"], state
-    assert node(3, "pgrep -x raylet")[0] == 1, "node3 still runs a raylet"
+    assert node(gone, "pgrep -x raylet")[0] == 1, "node%d still runs a raylet" % gone
     rc, nodes = node(1, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token "
                         "REQUESTS_CA_BUNDLE=/etc/raygate/tls/ca.crt /opt/raygate/current/bin/ray list nodes "
                         "--address https://198.18.0.11:8265 --detail --format json")  # fmt: skip
     assert rc == 0, nodes
-    dead = [n for n in json.loads(nodes[nodes.index("[") :]) if n["node_ip"] == NODES[3] and n["state"] == "DEAD"]
+    listed = json.loads(nodes[nodes.index("[") :])
+    dead = [n for n in listed if n["node_ip"] == NODES[gone] and n["state"] == "DEAD"]
     assert dead and "raygate-watch: xid" in json.dumps(dead), dead
-    # Slurm drained it too, with raygate's reason.
-    wait_until("node3 drained in Slurm", lambda: "raygate: xid" in slurm_state("node3"), timeout=60)
-    # The job ends as Ray handles a drained node; no task started on node3 after the drain.
+    # The other one stays in, and says why.
+    refused = states[kept]["refused"]
+    assert "2 of 3 nodes" in refused["detail"] and NODES[gone] in refused["detail"], refused
+    assert node(kept, "pgrep -x raylet")[0] == 0, "the breaker should have kept node%d's raylet" % kept
+    assert [n["state"] for n in listed if n["node_ip"] == NODES[kept]] == ["ALIVE"], listed
+    # Slurm drained the one out, with raygate's reason.
+    name = "node%d" % gone
+    wait_until("%s drained in Slurm" % name, lambda: "raygate: xid" in slurm_state(name), timeout=60)
+    # The job ends as Ray handles a drained node; no task started there after the drain.
     wait_until("the job's end", lambda: any(s in job("status").lower() for s in ("succeeded", "failed")), timeout=180)
     logs = job("logs")
     starts = [(line.split()[1], float(line.split()[2])) for line in logs.splitlines() if line.startswith("TASK ")]
-    assert any(host == "node3" for host, _t in starts), logs[-3000:]
-    late = [t for host, t in starts if host == "node3" and t > state["at"] + 2]
+    assert any(host == name for host, _t in starts), logs[-3000:]
+    late = [t for host, t in starts if host == name and t > state["at"] + 2]
     assert not late, (state["at"], late)
-    rc, text = node(3, "cat %s/raygate_watch.prom" % TEXTFILE_DIR)
-    assert 'raygate_watch_taken_out{check="xid",host="node3"' in text, text
-    wait_until("the alert RaygateNodeTakenOut firing for node3", lambda: [
+    rc, text = node(gone, "cat %s/raygate_watch.prom" % TEXTFILE_DIR)
+    assert 'raygate_watch_taken_out{check="xid",host="%s"' % name in text, text
+    rc, text = node(kept, "cat %s/raygate_watch.prom" % TEXTFILE_DIR)
+    assert 'raygate_watch_drain_refused{host="node%d",why="breaker"} 1' % kept in text, text
+    wait_until("the alert RaygateNodeTakenOut firing for %s" % name, lambda: [
         a for a in prometheus("/api/v1/alerts")["alerts"]
-        if a["labels"]["alertname"] == "RaygateNodeTakenOut" and a["labels"].get("host") == "node3"
+        if a["labels"]["alertname"] == "RaygateNodeTakenOut" and a["labels"].get("host") == name
         and a["state"] == "firing"], timeout=120)  # fmt: skip
 
 
-def test_the_breaker_keeps_a_second_worker_in(cluster):
-    # node3 is out; node2 failing too would take 2 of 3 nodes out, over the breaker's 50%.
-    scenario(cluster, 2, XID)
-    state = wait_until("node2's refusal", lambda: watch_state(2).get("refused"), timeout=INTERVAL + 90)
-    assert state["why"] == "breaker" and "2 of 3 nodes" in state["detail"] and "198.18.0.13" in state["detail"], state
-    assert node(2, "pgrep -x raylet")[0] == 0, "the breaker should have kept node2's raylet"
-    assert watch_state(2).get("taken_out") is None
+def test_health_yml_names_the_node_the_watcher_took_out(cluster):
+    # Both workers still fail (the one kept in too): the gate's own breaker trips (rc 2, nobody left
+    # out); the run still names the node the watcher took out, in its output and its summary.
+    rc, out = play(cluster, "health.yml")
+    assert rc == 2 and "circuit breaker tripped" in out, out[-4000:]
+    name = "node%d" % cluster["out"]
+    assert "The watcher took %s out of Ray at" % name in out, out[-4000:]
+    assert name in summary(cluster, "health")["watched_out"], summary(cluster, "health")
 
 
 def test_the_next_site_keeps_it_out_then_brings_both_back(cluster):
+    gone = cluster["out"]
     rc, out = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     result = summary(cluster, "site")
-    assert result["result"] == "degraded" and "node3" in result["out"], result
-    assert "node3" in result["watched_out"] and "still out" in result["message"], result
-    assert node(3, "pgrep -x raylet")[0] == 1
+    name = "node%d" % gone
+    assert result["result"] == "degraded" and name in result["out"], result
+    assert name in result["watched_out"] and "still out" in result["message"], result
+    assert node(gone, "pgrep -x raylet")[0] == 1
     for index in (2, 3):
         scenario(cluster, index, HEALTHY)
     rc, out = play(cluster, "site.yml")
     assert rc == 0, out[-4000:]
     assert summary(cluster, "site")["result"] == "complete", summary(cluster, "site")
-    assert node(3, "pgrep -x raylet")[0] == 0
-    wait_until("node3 back in Slurm", lambda: slurm_state("node3").startswith("idle"), timeout=60)
+    assert node(gone, "pgrep -x raylet")[0] == 0
+    wait_until("%s back in Slurm" % name, lambda: slurm_state(name).startswith("idle"), timeout=60)
 
     # The watcher sees the raylet it had stopped running again, and forgets it took the node out.
     def forgotten():
-        state = watch_state(3)
+        state = watch_state(gone)
         return state.get("verdict") == "healthy" and state.get("taken_out") is None
 
-    wait_until("node3's watcher forgetting", forgotten, timeout=INTERVAL + 60)
+    wait_until("%s's watcher forgetting" % name, forgotten, timeout=INTERVAL + 60)
 
 
 # What the watcher would leave: its daemon, settings, state, textfile, pid file and the node-check bundle.

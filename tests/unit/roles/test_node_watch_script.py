@@ -9,7 +9,11 @@ import socket
 import subprocess
 import sys
 
-from test_node_check import bundle, node  # noqa: F401 - the fixture, and the simulated node
+import test_node_check
+
+# The bundle fixture and the simulated node of raygate-node-check's tests: the watcher runs the same.
+bundle = test_node_check.bundle
+node = test_node_check.node
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCRIPT = os.path.join(ROOT, "roles", "raygate", "files", "raygate_node_watch.py")
@@ -56,7 +60,7 @@ def watch_once(tmp_path, env, config):
     return done.stdout, state, (tmp_path / "textfiles" / "raygate_watch.prom").read_text()
 
 
-def test_a_healthy_node_is_written_down_as_healthy(tmp_path, bundle):  # noqa: F811
+def test_a_healthy_node_is_written_down_as_healthy(tmp_path, bundle):
     env = node(tmp_path, {"gpu": {"model": "H100"}})
     config = settings(tmp_path, bundle)
     out, state, text = watch_once(tmp_path, env, config)
@@ -69,7 +73,7 @@ def test_a_healthy_node_is_written_down_as_healthy(tmp_path, bundle):  # noqa: F
     assert len((tmp_path / "state" / "watch.log").read_text().splitlines()) == 2
 
 
-def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):  # noqa: F811
+def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):
     env = node(tmp_path, XID)
     out, state, text = watch_once(tmp_path, env, settings(tmp_path, bundle))
     assert state["verdict"] == "do-not-allocate" and state["take_out"][0].startswith("xid: Xid 79")
@@ -80,7 +84,7 @@ def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):  # no
     assert 'raygate_watch_node_healthy{host="node1"} 0' in text
 
 
-def test_the_head_is_reported_never_taken_out(tmp_path, bundle):  # noqa: F811
+def test_the_head_is_reported_never_taken_out(tmp_path, bundle):
     env = node(tmp_path, XID)
     out, state, _text = watch_once(tmp_path, env, settings(tmp_path, bundle, role="head"))
     assert state["refused"]["why"] == "head" and "holds the GCS" in state["refused"]["detail"], state

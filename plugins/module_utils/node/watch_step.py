@@ -19,8 +19,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 
+from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text, write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
@@ -86,12 +86,13 @@ class Watcher:
         self.service = os.path.join(self.p["unit_dir"], name + ".service")
         self.timer = os.path.join(self.p["unit_dir"], name + ".timer")
         self.pid_file = os.path.join(self.p["run_dir"], PID_FILE)
+        self.runner = CommandRunner(timeout=120)
 
     # -- shared ------------------------------------------------------------------------------
 
     def systemctl(self, *args):
-        proc = subprocess.run(["systemctl"] + list(args), capture_output=True, text=True, check=False)
-        return proc.returncode, (proc.stdout + proc.stderr).strip()
+        rc, out, err = self.runner.run(["systemctl"] + list(args))
+        return rc, (out + err).strip()
 
     def write(self, path, content, mode=0o644):
         changed, diff = write_file(path, content, mode=mode, check_mode=self.check)
@@ -139,24 +140,31 @@ class Watcher:
         if pid is None:
             return False
         if not self.check:
+            # Its process group: the daemon and the check it may be running.
             try:
-                os.killpg(pid, signal.SIGTERM)
+                group = os.getpgid(pid)
+                os.killpg(group, signal.SIGTERM)
             except OSError:
-                pass
+                return True
             if not wait_for(lambda: (not running(pid), None), timeout=10, interval=0.2)[0]:
-                os.killpg(pid, signal.SIGKILL)
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except OSError:
+                    pass
         return True
 
     def start_daemon(self, stamp):
+        """The watcher detaches itself (``--daemon``: two forks, a session of its own) and writes its
+        pid and ``stamp`` to the pid file; this waits for that."""
         os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
         os.makedirs(self.p["run_dir"], mode=0o755, exist_ok=True)
-        argv = [self.p["python"], self.p["script"], "--config", self.p["config_path"], "loop"]
-        with open(os.path.join(self.p["state_dir"], "daemon.out"), "ab") as out:
-            proc = subprocess.Popen(  # pylint: disable=consider-using-with
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd="/",
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
-        write_file(self.pid_file, json.dumps({"pid": proc.pid, "stamp": stamp}) + "\n")
+        argv = [self.p["python"], self.p["script"], "--config", self.p["config_path"], "--daemon",
+                "--pid-file", self.pid_file, "--stamp", stamp, "loop"]  # fmt: skip
+        out = os.path.join(self.p["state_dir"], "daemon.out")
+        rc, text, _err = self.runner.run(argv, output_file=out, cwd="/")
+        started = wait_for(lambda: (self.daemon()[1] == stamp, None), timeout=15, interval=0.1)[0]
+        if rc != 0 or not started:
+            self.module.fail_json(msg="node_watch: the watcher did not start (rc %d): %s" % (rc, text.strip()[-600:]))
 
     # -- the states ---------------------------------------------------------------------------------
 

@@ -34,8 +34,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--config", default=CONFIG, help="the watcher's settings (JSON), as the role wrote them")
+    parser.add_argument("--daemon", action="store_true", help="loop: detach (two forks, a session of its own)")
+    parser.add_argument("--pid-file", help="loop: write {pid, stamp} here once running")
+    parser.add_argument("--stamp", default="", help="loop: what node_watch started (the hash of settings and script)")
     parser.add_argument("command", choices=["once", "loop", "ray-take-out"])
     return parser.parse_args(argv)
+
+
+def detach(args):
+    """--daemon: the parent returns at once (node_watch's call ends), the grandchild goes on in a
+    session of its own; then the pid file, which node_watch waits for."""
+    if args.daemon:
+        if os.fork() > 0:
+            return False
+        os.setsid()
+        if os.fork() > 0:
+            os._exit(0)  # pylint: disable=protected-access
+    if args.pid_file:
+        write_atomic(args.pid_file, json.dumps({"pid": os.getpid(), "stamp": args.stamp}) + "\n")
+    return True
 
 
 def load_json(path, default=None):
@@ -243,6 +260,8 @@ def main(argv=None):
         return ray_take_out(cfg)
     if args.command == "once":
         return once(cfg)
+    if not detach(args):
+        return 0
     while True:
         began = time.monotonic()
         try:

@@ -3,7 +3,6 @@ daemon, check mode, and a removal that leaves nothing."""
 
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -36,13 +35,16 @@ def run(args, check_mode=False):
     return caught.value.result
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+# The real watcher: started and stopped as a daemon for real. Its runs fail here (its settings name no
+# bundle), which its loop reports and outlives, as it does on a node.
+SCRIPT = os.path.join(ROOT, "roles", "raygate", "files", "raygate_node_watch.py")
+
+
 @pytest.fixture(name="paths")
 def fixture_paths(tmp_path):
-    script = tmp_path / "raygate_node_watch.py"
-    # A stand-in watcher: the daemon is started and stopped for real, and must look like one.
-    script.write_text("import time\nwhile True:\n    time.sleep(1)\n")
     return {
-        "script": str(script),
+        "script": SCRIPT,
         "python": sys.executable,
         "config_path": str(tmp_path / "etc" / "watch.json"),
         "state_dir": str(tmp_path / "state"),
@@ -113,12 +115,12 @@ def test_check_mode_says_it_would_start_and_starts_nothing(paths):
 def test_systemd_units_and_the_timer_enabled(paths, monkeypatch):
     calls = []
 
-    def fake_run(argv, **_kwargs):
+    def fake_run(_runner, argv, **_kwargs):
         calls.append(argv[1:])
         rc = 1 if argv[1] in ("is-enabled", "is-active") else 0
-        return subprocess.CompletedProcess(argv, rc, "", "")
+        return rc, "", ""
 
-    monkeypatch.setattr(watch_step.subprocess, "run", fake_run)
+    monkeypatch.setattr(watch_step.CommandRunner, "run", fake_run)
     result = run(dict(paths, settings=SETTINGS, supervisor="systemd"))
     assert result["changed"]
     service = open(os.path.join(paths["unit_dir"], "raygate-watch.service"), encoding="utf-8").read()

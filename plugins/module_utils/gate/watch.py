@@ -26,6 +26,9 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import render
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import sample as _sample
+
 NAMESPACE = "raygate"
 LOCK_KEY = "raygate-watch:lock"
 CLAIM_PREFIX = "raygate-watch:out:"
@@ -210,15 +213,6 @@ TEXTFILE_METRICS = (
 )
 
 
-def _label(value):
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _sample(name, labels, value):
-    inner = ",".join('%s="%s"' % (k, _label(v)) for k, v in sorted(labels.items()))
-    return "%s{%s} %s" % (name, inner, value)
-
-
 def render_textfile(host, state):
     """The node_exporter textfile of the watcher's last run on ``host``."""
     samples = {name: [] for name, _help in TEXTFILE_METRICS}
@@ -245,8 +239,4 @@ def render_textfile(host, state):
         if state.get(key) is not None:
             name = "raygate_watch_" + key
             samples[name].append(_sample(name, {"host": host}, int(bool(state[key]))))
-    lines = []
-    for name, help_text in TEXTFILE_METRICS:
-        if samples[name]:
-            lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s gauge" % name] + samples[name]
-    return "\n".join(lines) + "\n"
+    return render(TEXTFILE_METRICS, samples, sort=False)

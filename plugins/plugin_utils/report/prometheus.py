@@ -7,31 +7,14 @@
 
 from __future__ import annotations
 
-import math
-
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import FIELDS as FINGERPRINT_FIELDS
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.fingerprint import text as fingerprint_text
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import render
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import sample as _sample
 from ansible_collections.raygate.cluster.plugins.plugin_utils.remedies import severity_rank
 
 # Prometheus encoding of a check status (documented in the metric's HELP).
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "skip": -1}
-
-
-def prom_label(value):
-    """A Prometheus label value, escaped for the text exposition format."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _prom_number(value):
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
 
 
 def _is_number(value):
@@ -71,11 +54,6 @@ METRICS = (
 )
 
 
-def _sample(name, labels, value):
-    inner = ",".join('%s="%s"' % (k, prom_label(v)) for k, v in sorted(labels.items()))
-    return "%s{%s} %s" % (name, inner, _prom_number(value))
-
-
 def render_textfile(report, host):
     """Prometheus textfile (node_exporter textfile collector) for one checked node."""
     entry = [e for e in report["nodes"] if e["host"] == host][0]
@@ -112,13 +90,7 @@ def render_textfile(report, host):
             samples["raygate_health_check_severity"].append(_sample("raygate_health_check_severity", severity, rank))
         if _is_number(check["value"]):
             samples["raygate_health_check_value"].append(_sample("raygate_health_check_value", labels, check["value"]))
-    lines = []
-    for name, help_text in METRICS:
-        if not samples[name]:
-            continue
-        lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s gauge" % name]
-        lines += sorted(samples[name])
-    return "\n".join(lines) + "\n"
+    return render(METRICS, samples)
 
 
 def render_textfiles(report):

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.checks import result
+from ansible_collections.raygate.cluster.plugins.module_utils.gate import textfile
 from ansible_collections.raygate.cluster.plugins.plugin_utils import remedies
 from ansible_collections.raygate.cluster.plugins.plugin_utils.report import (
     decision,
@@ -449,9 +450,9 @@ def test_textfile_escapes_hostile_label_values():
     r = report([node("n1", "head"), node(HOSTILE, checks=[check('x"\\\ny', "pass", "", 1.5, 1)])])
     samples, families = parse_prom(prometheus.render_textfiles(r)[HOSTILE])
     healthy = [k for k in samples if k[0] == "raygate_health_node_healthy"]
-    assert healthy == [("raygate_health_node_healthy", (("host", prometheus.prom_label(HOSTILE)), ("role", "worker")))]
+    assert healthy == [("raygate_health_node_healthy", (("host", textfile.prom_label(HOSTILE)), ("role", "worker")))]
     assert ("check", 'x\\"\\\\\\ny') in [k[1][0] for k in samples if k[0] == "raygate_health_check_value"]
-    assert prometheus.prom_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    assert textfile.prom_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
 def test_textfiles_only_for_checked_nodes_and_special_floats():
@@ -523,7 +524,7 @@ def test_textfile_has_check_and_node_severity_with_the_action():
     text = prometheus.render_textfiles(r)["n1"]
     samples, _families = parse_prom(text)
     base = (("check", "xid"), ("host", "n1"))
-    key = ("raygate_health_check_severity", base + (("action", prometheus.prom_label(remedies.default_action("xid"))),))
+    key = ("raygate_health_check_severity", base + (("action", textfile.prom_label(remedies.default_action("xid"))),))
     severity = {k: v for k, v in samples.items() if k[0] == "raygate_health_check_severity"}
     assert len(severity) == 2
     by_check = {dict(k[1])["check"]: (dict(k[1])["severity"], v) for k, v in severity.items()}

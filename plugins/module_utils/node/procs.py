@@ -95,6 +95,17 @@ def find_daemon(procs, comm):
     return None
 
 
+def started_at(pid, proc_root="/proc"):
+    """Unix time process ``pid`` started (the boot time plus its start in clock ticks), or None."""
+    stat, boot = _read(os.path.join(proc_root, str(pid), "stat")), _read(os.path.join(proc_root, "stat"))
+    try:
+        since_boot = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        btime = [float(line.split()[1]) for line in boot.splitlines() if line.startswith("btime ")][0]
+    except (AttributeError, IndexError, ValueError):
+        return None
+    return btime + since_boot
+
+
 def summarize(procs):
     """Short, printable description of processes for messages and reports."""
     return ["%s (pid %s)" % (" ".join(p["argv"])[:160] or p["comm"], p["pid"]) for p in procs]

@@ -86,24 +86,11 @@ def lib_import(cfg):
 
 
 def raylet_started_at():
-    """Unix time the running raylet started, or None when none runs."""
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            boot = [float(line.split()[1]) for line in fh if line.startswith("btime ")][0]
-    except (OSError, IndexError, ValueError):
-        return None
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/comm" % pid, encoding="utf-8") as fh:
-                if fh.read().strip() != "raylet":
-                    continue
-            with open("/proc/%s/stat" % pid, encoding="utf-8") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        return boot + int(fields[19]) / ticks
-    return None
+    """Unix time the running raylet started, or None when none runs (lib_import first)."""
+    from ansible_collections.raygate.cluster.plugins.module_utils.node import procs  # pylint: disable=import-outside-toplevel
+
+    raylet = procs.find_daemon(procs.process_table(), "raylet")
+    return procs.started_at(raylet["pid"]) if raylet else None
 
 
 def port_up(host, port, timeout=3):

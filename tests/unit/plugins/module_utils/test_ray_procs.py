@@ -83,3 +83,12 @@ def test_gpu_processes_warns_and_goes_on_when_nvidia_smi_does_not_answer():
     warnings = []
     assert ray_procs.gpu_processes(_Runner(hung), warnings.append) == []
     assert len(warnings) == 1 and "GPU processes not checked" in warnings[0] and "30s" in warnings[0]
+
+
+def test_started_at_is_boot_time_plus_the_start_in_ticks(tmp_path):
+    (tmp_path / "stat").write_text("cpu  1 2 3\nbtime 1795000000\nprocesses 42\n")
+    (tmp_path / "77").mkdir()
+    fields = ["S"] + ["0"] * 18 + [str(os.sysconf("SC_CLK_TCK") * 30)] + ["0"] * 10
+    (tmp_path / "77" / "stat").write_text("77 (ray let) " + " ".join(fields) + "\n")
+    assert ray_procs.started_at(77, proc_root=str(tmp_path)) == 1795000030.0
+    assert ray_procs.started_at(78, proc_root=str(tmp_path)) is None

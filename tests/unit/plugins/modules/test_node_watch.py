@@ -59,29 +59,21 @@ def daemon_pid(paths):
         return json.load(fh)["pid"]
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid, encoding="utf-8") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_process_daemon_starts_once_restarts_on_new_settings_and_goes_with_absent(paths):
     args = dict(paths, settings=SETTINGS)
     first = run(args)
     assert first["changed"] and first["watch"] == {}
     pid = daemon_pid(paths)
-    assert alive(pid)
+    assert watch_step.running(pid)
     assert json.loads(open(paths["config_path"], encoding="utf-8").read())["node_ip"] == "10.0.0.3"
     assert run(args)["changed"] is False and daemon_pid(paths) == pid
     # New settings: the daemon runs what it reads at its start, so it is started again.
     second = run(dict(args, settings=dict(SETTINGS, interval=120)))
     assert second["changed"] and daemon_pid(paths) != pid
     deadline = time.monotonic() + 10
-    while alive(pid) and time.monotonic() < deadline:
+    while watch_step.running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(pid)
+    assert not watch_step.running(pid)
     newer = daemon_pid(paths)
     os.makedirs(paths["state_dir"], exist_ok=True)
     with open(paths["textfile"], "w", encoding="utf-8") as fh:
@@ -91,9 +83,9 @@ def test_process_daemon_starts_once_restarts_on_new_settings_and_goes_with_absen
     gone = run(dict(paths, state="absent", remove_also=[bundle]))
     assert gone["changed"] and not os.path.exists(bundle)
     deadline = time.monotonic() + 10
-    while alive(newer) and time.monotonic() < deadline:
+    while watch_step.running(newer) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(newer)
+    assert not watch_step.running(newer)
     for path in (
         paths["config_path"],
         paths["state_dir"],

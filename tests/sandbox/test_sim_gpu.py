@@ -6,6 +6,7 @@ present, the simulated output is also compared with real output for structure.
 """
 
 import copy
+import importlib.util
 import json
 import os
 import re
@@ -719,6 +720,28 @@ def test_hung_nvidia_smi_is_judged_within_its_query_bound_naming_the_tool(sim, m
     # The cause is said once, not once per check.
     said = [c for c in answer["checks"] if "did not answer" in (c.get("detail") or "")]
     assert len(said) == 1, said
+
+
+def _gpu_sim_module():
+    spec = importlib.util.spec_from_file_location("gpu_sim_under_test", GPU_SIM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_slow_node_answers_as_a_healthy_one_only_later(sim):
+    # The fleet mix's slow node: its tools say what a healthy node's say; each waits (times - 1) x
+    # its own run before it exits (slow_delay), so the checks take ten times as long by default.
+    healthy = sim.ok("nvidia-smi", "-q", "-x")
+    sim.scenario(gpu_spec({"type": "slow", "times": 2}))
+    assert sim.ok("nvidia-smi", "-q", "-x") == healthy
+    gpu_sim = _gpu_sim_module()
+    slow = gpu_sim.normalize_gpu(gpu_spec({"type": "slow"})["gpu"])
+    assert gpu_sim.slow_delay(slow, 0.25) == pytest.approx(0.25 * 9)
+    assert gpu_sim.slow_delay(gpu_sim.normalize_gpu({}), 0.25) == 0.0
+    for times in (1, 101, 2.5, True):
+        with pytest.raises(gpu_sim.GpuScenarioError, match="times"):
+            gpu_sim.normalize_gpu(gpu_spec({"type": "slow", "times": times})["gpu"])
 
 
 def test_hca_firmware_scenario_reaches_sysfs_ibstat_and_ibv_devinfo(sim):

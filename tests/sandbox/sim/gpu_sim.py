@@ -143,6 +143,9 @@ FAULTS = {
     "nccl_abort": {},
     # nvidia-smi never returns and a kill does not end it, as on a GPU fallen off the bus (see _hang).
     "nvsmi_hang": {},
+    # Every GPU tool takes <times> as long as it would (a node whose checks crawl: an overloaded
+    # host, a driver slow to answer); the output is the healthy one. See slow_delay.
+    "slow": {"times": 10},
     # The driver loaded with NVreg_DeviceFileMode=<mode> and NVreg_DeviceFileGID=<group's gid>: its
     # device files (<root>/dev/nvidia*) and <root>/proc/driver/nvidia/params say so. Default 0666 root.
     "device_files": {"mode": "0660", "group": "video"},
@@ -233,6 +236,7 @@ def _fault(raw, index, count):
         "gen": lambda v: _is_int(v) and 1 <= v <= 5,
         "width": lambda v: v in (1, 2, 4, 8, 16),
         "factor": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1,
+        "times": lambda v: _is_int(v) and 2 <= v <= 100,
         "test": lambda v: isinstance(v, str) and v.strip() != "",
         "scope": lambda v: v in ("all", "network"),
         "mode": lambda v: isinstance(v, str) and re.match(r"^0[0-7]{3}$", v) is not None,
@@ -2590,7 +2594,15 @@ TOOLS = {
 }
 
 
+def slow_delay(gpu, took):
+    """Seconds a tool that took ``took`` seconds waits before it exits, so that it took ``times`` as
+    long in all (the ``slow`` fault of the normalized ``gpu``); 0 without it."""
+    slow = faults_of(gpu, "slow")
+    return took * (slow[0]["times"] - 1) if slow else 0.0
+
+
 def run_tool(name, argv):
+    start = time.monotonic()
     try:
         return TOOLS[name](argv)
     except GpuScenarioError as exc:
@@ -2598,6 +2610,14 @@ def run_tool(name, argv):
         return 2
     except BrokenPipeError:
         return 141
+    finally:
+        try:
+            delay = slow_delay(normalize_gpu(local_scenario().get("gpu")), time.monotonic() - start)
+        except GpuScenarioError:
+            delay = 0.0
+        if delay:
+            sys.stdout.flush()
+            time.sleep(delay)
 
 
 def main(argv=None):

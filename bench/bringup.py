@@ -385,7 +385,10 @@ def run(cmd, check=True, **kw):
 
 
 def node_ip(i):
-    return "198.18.0.%d" % (10 + i)
+    """tests/sandbox/sandbox.sh's address plan: the (10+i)th address of 198.18.0.0 (past .255 on
+    into 198.18.1.0, for the light nodes of a sandbox of more than 240)."""
+    k = 10 + i
+    return "198.18.%d.%d" % (k // 256, k % 256)
 
 
 def batches(items, size):

@@ -75,7 +75,8 @@ echo "${name}" >/etc/hostname
     echo "::1 localhost ip6-localhost ip6-loopback"
     echo "198.18.0.1 rg-host"
     for ((j = 1; j <= count; j++)); do
-        echo "198.18.0.$((10 + j)) node${j}"
+        # The address plan of sandbox.sh node_ip: 198.18.0.11 up, past .255 into 198.18.1.0 and on.
+        echo "198.18.$(((10 + j) / 256)).$(((10 + j) % 256)) node${j}"
     done
 } >/etc/hosts
 tr -d '-' </proc/sys/kernel/random/uuid >/etc/machine-id

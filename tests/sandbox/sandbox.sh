@@ -19,7 +19,8 @@
 #                            F for the other nodes' mpirun as $STATE/sim/scenarios/{<ip>,node<I>}.json
 #                            (tools: fi_info ibstat ibv_devinfo nvidia-smi dcgmi all_reduce_perf mpirun)
 #
-# Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24), own PID namespace
+# Each node: own netns (veth on bridge rgbr0, 198.18.0.<10+i>/24; past 245 nodes, light ones
+# only, the plan goes on into 198.18.1.0 and on, all in 198.18.0.0/22), own PID namespace
 # (tini PID 1, sshd its child), own UTS/IPC namespaces, own mount namespace with tmpfs
 # /tmp /run /dev/shm and overlayfs copy-on-write /etc /opt /usr /var /root. See README.md.
 # With --systemd, each node is a systemd-nspawn container joined to the same netns instead:
@@ -32,9 +33,16 @@ STATE=${RAYGATE_SANDBOX_DIR:-/srv/raygate/sandbox}
 TIMEOUT=${RAYGATE_SANDBOX_TIMEOUT:-60}
 SHM_SIZE=${RAYGATE_SANDBOX_SHM_SIZE:-2g}
 MAX_NODES=20
-# Light nodes run sshd and the simulators only (health.yml), so many more fit: the address plan
-# (198.18.0.<10+i>/24) ends at 240. Nodes start BATCH at a time, each batch waited for before the next.
-MAX_LIGHT_NODES=240
+# Light nodes run sshd and the simulators only (health.yml), so many more fit: up to 1,000 (about
+# 2.5 MiB of host memory each, docs/SCALE.md). The address plan 198.18.0.<10+i>/24 ends at 240
+# nodes; a sandbox of more is a /22 (198.18.0.0 to 198.18.3.255, node i at the (10+i)th address),
+# and one bridge takes at most 1,024 ports. Nodes start BATCH at a time, each batch waited for
+# before the next.
+MAX_LIGHT_NODES=1000
+# The prefix of the bridge and of every node's address: 24 unless `up` needs more (NET_PREFIX_WIDE).
+NET_PREFIX=24
+NET_PREFIX_WIDE=22
+NET_PREFIX_MAX_NODES=240
 LIGHT_SHM_SIZE=64m
 BATCH=${RAYGATE_SANDBOX_BATCH:-20}
 BRIDGE=rgbr0
@@ -75,7 +83,8 @@ check_state_dir() {
 }
 
 node_ip() {
-    echo "198.18.0.$((10 + $1))"
+    local k=$((10 + $1))
+    echo "198.18.$((k / 256)).$((k % 256))"
 }
 
 # tini (the default), light (tini nodes meant for health.yml) or systemd, as `up` recorded it.
@@ -287,10 +296,24 @@ no_ipv6() {
     fi
 }
 
+# The host talks to every node over the bridge: past 1,024 neighbours (the kernel's default
+# gc_thresh3) it drops entries ("neighbour table overflow") and connections stall. Raised, never
+# lowered, for a sandbox of more than NET_PREFIX_MAX_NODES nodes; it stays raised after `down`.
+wide_neighbour_table() {
+    local key want
+    for key in 1:1024 2:4096 3:8192; do
+        want=${key#*:}
+        key="/proc/sys/net/ipv4/neigh/default/gc_thresh${key%%:*}"
+        if [[ -w ${key} ]] && (($(<"${key}") < want)); then
+            echo "${want}" >"${key}"
+        fi
+    done
+}
+
 setup_bridge() {
     ip link add "${BRIDGE}" type bridge stp_state 0 forward_delay 0
     no_ipv6 "${BRIDGE}"
-    ip addr add "${BRIDGE_IP}/24" dev "${BRIDGE}"
+    ip addr add "${BRIDGE_IP}/${NET_PREFIX}" dev "${BRIDGE}"
     ip link set "${BRIDGE}" up
 }
 
@@ -303,7 +326,7 @@ setup_node_net() {
     no_ipv6 "${veth}"
     ip link set "${veth}" master "${BRIDGE}" up
     ip -n "${ns}" link set lo up
-    ip -n "${ns}" addr add "$(node_ip "${i}")/24" dev eth0
+    ip -n "${ns}" addr add "$(node_ip "${i}")/${NET_PREFIX}" dev eth0
     ip -n "${ns}" link set eth0 up
     ip -n "${ns}" route add default via "${BRIDGE_IP}"
 }
@@ -478,6 +501,10 @@ cmd_up() {
     # which every node hides behind its own tmpfs.
     mkdir -p "${STATE}/sim"
     cp -a "${HERE}/sim/." "${STATE}/sim/"
+    if ((n > NET_PREFIX_MAX_NODES)); then
+        NET_PREFIX=${NET_PREFIX_WIDE}
+        wide_neighbour_table
+    fi
     setup_bridge
     # In batches: a hundred nodes generating host keys and building their simulated hardware at
     # once would starve each other past the timeout. Each batch gets the whole timeout.

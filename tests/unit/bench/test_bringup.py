@@ -134,3 +134,18 @@ def test_merge_doc_keeps_text_outside_the_markers():
 )
 def test_batches_start_the_floor_workers_as_site_yml_throttles_them(items, size, want):
     assert bringup.batches(items, size) == want
+
+
+def test_node_addresses_follow_the_sandbox_plan_past_the_first_256():
+    # sandbox.sh node_ip: node i at the (10+i)th address of 198.18.0.0, so 240 nodes stay in
+    # 198.18.0.0/24 and 1,000 light nodes fit 198.18.0.0/22.
+    assert [bringup.node_ip(i) for i in (1, 240, 245, 246, 1000)] == [
+        "198.18.0.11",
+        "198.18.0.250",
+        "198.18.0.255",
+        "198.18.1.0",
+        "198.18.3.242",
+    ]
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "sandbox", "node-init.sh")
+    with open(script) as fh:
+        assert 'echo "198.18.$(((10 + j) / 256)).$(((10 + j) % 256)) node${j}"' in fh.read()

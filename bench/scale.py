@@ -4,9 +4,12 @@
 """Scale benchmark: what site.yml and health.yml cost the controller as the cluster grows.
 
   site.yml   at N Ray nodes (default 1, 3, 6, 12, 20): bringup.py's floor (plain ssh) and peer
-             (`ray up`), then site.yml (c), site.yml again (d) and teardown.yml (e), measured
-  health.yml at N light nodes (default 10, 30, 100; `sandbox.sh up N --light`): healthy, then with
-             one node and with three neighbouring nodes whose pair nccl-tests fall back to sockets
+             (`ray up`), then site.yml (c), site.yml again (d) and teardown.yml (e), measured; at
+             N = 3 and 6 also site.yml with the health gate off (c0), from the state c started from
+  health.yml at N light nodes (default 100, 300, 1000; `sandbox.sh up N --light`): healthy, then
+             with one node and with three neighbouring nodes whose uplink is degraded, then the
+             fleet fault mix (bench/fault_mix.py) on 5% of the nodes (at least one of each kind),
+             judged by fault_mix.judge, with the time the run took to find each faulted node
 
 For each playbook run: wall time, the controller's CPU seconds and peak memory (the whole
 ansible-playbook process tree, the ssh ControlPersist masters included: it runs in a cgroup of its
@@ -16,7 +19,8 @@ took (from the recording callback; the health report keeps them too, under `pair
 
 Then a model fitted to the measurements (cost = fixed + per node x N) projects site.yml and health.yml
 to 100, 500 and 1,000 nodes for the given forks, and checks itself: the largest measured size of
-each playbook is predicted from the smaller ones and compared.
+each playbook is predicted from the smaller ones and compared. The targets of issue 27 are judged
+from the same run.
 
 Writes docs/SCALE.md (between its scale markers), docs/scale.png, docs/scale-model.png and a
 JSON file with every run (artifacts/scale/results.json). Root only; `make bench-scale`.
@@ -34,13 +38,16 @@ import os
 import re
 import resource
 import signal
+import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import bringup  # noqa: E402
+import fault_mix  # noqa: E402
 
 ROOT = bringup.ROOT
 SANDBOX = bringup.SANDBOX
@@ -57,6 +64,20 @@ HEALTHY = {"gpu": {"model": "H100"}}
 # rounds measure.
 BAD = {"gpu": {"model": "H100", "count": 8, "faults": [{"type": "low_bandwidth", "factor": 0.5, "scope": "network"}]}}
 PLAYS = {"site": "site.yml (c)", "rerun": "site.yml again (d)", "health": "health.yml (healthy)"}
+# c0: site.yml with the health gate off, at these sizes (like for like against `ray up`, issue 27).
+C0_SIZES = (3, 6)
+GATE_OFF = ("-e", "raygate_health_gate=false")
+# Issue 27's bounds on the fitted controller CPU per node (the slope b), in seconds.
+SLOPES = (("site", 1.0), ("rerun", 0.5), ("health", 0.4))
+MEMORY_N, MEMORY_FORKS, MEMORY_GIB = 1000, 50, 4
+# The fault mix: its share of the nodes, the gate's query_timeout for that case, and the line of
+# health.yml's output at which the dark nodes go dark (as in tests/integration/faults/test_fleet_mix.py).
+MIX_SHARE = 0.05
+MIX_QUERY_TIMEOUT = 10
+NODE_PLAY = re.compile(r"^PLAY \[Check the health of every node\]")
+# The callback's marks (bench/callback_plugins/raygate_bench.py) that say a run found a node; a
+# failure under ignore_errors does not.
+DETECTED_BY = ("unreachable", "failed", "unhealthy", "pair", "out")
 
 
 # ---- pure helpers (tested in tests/unit/bench) --------------------------------------------------
@@ -164,6 +185,84 @@ def bad_nodes(n, count):
     if nodes[0] < 2 or nodes[-1] > n:
         return None
     return nodes
+
+
+def mix_count(n):
+    """How many of `n` nodes the fault mix faults: 5%, at least one of each kind."""
+    return max(len(fault_mix.KINDS), round(MIX_SHARE * n))
+
+
+def hang_limit(healthy_wall_s, n):
+    """How long the mix case may run before it counts as hung: three times the healthy case's wall
+    at the same size, or 6 s a node when that was not measured; never under ten minutes."""
+    return max(600.0, 3.0 * healthy_wall_s if healthy_wall_s else 6.0 * n)
+
+
+def detect_times(tasks_doc, launched, assignment, address=bringup.node_ip):
+    """Per faulted node of `assignment` ({index: kind}), how long after `launched` (epoch) the run
+    first marked it (the callback's `marks`, under its name or under its address, which is how the
+    pair nccl-test names it): {host: {after_s, how, task}}, None for a node never marked."""
+    marks = (tasks_doc or {}).get("marks") or {}
+    out = {}
+    for index in sorted(assignment):
+        host = "node%d" % index
+        seen = [
+            (mark["at"], how, mark.get("task"))
+            for key in (host, address(index))
+            for how, mark in (marks.get(key) or {}).items()
+            if how in DETECTED_BY and mark.get("at") is not None
+        ]
+        if not seen:
+            out[host] = None
+            continue
+        first = min(seen, key=lambda m: m[0])
+        out[host] = {"after_s": first[0] - launched, "how": first[1], "task": first[2]}
+    return out
+
+
+def report_as(report, healthy_hosts, host):
+    """How the run's health report names `host`: its reasons when unhealthy, healthy when it is in
+    healthy_hosts.txt, else the status of its entry (or that it has none)."""
+    report = report or {}
+    reasons = (report.get("unhealthy") or {}).get(host)
+    if reasons is not None:
+        return "unhealthy: " + ("; ".join(reasons) if isinstance(reasons, list) else str(reasons))
+    if host in (healthy_hosts or ()):
+        return "healthy (in healthy_hosts.txt)"
+    for entry in report.get("nodes") or []:
+        if entry.get("host") == host:
+            return "%s, not in healthy_hosts.txt" % entry.get("status", "no status")
+    return "not in the report"
+
+
+def load_mix_outputs(case_dir):
+    """(report.json, the lines of healthy_hosts.txt, runs/health.json) of a health.yml run whose
+    report and run-summary directories were `case_dir`/health and `case_dir`/runs (the report in
+    its newest subdirectory). OSError or ValueError when one is missing or unreadable."""
+    top = os.path.join(case_dir, "health")
+    runs = sorted(os.listdir(top))
+    if not runs:
+        raise OSError("no report under %s" % top)
+    report_dir = os.path.join(top, runs[-1])
+    report = json.loads(read(os.path.join(report_dir, "report.json")))
+    healthy = read(os.path.join(report_dir, "healthy_hosts.txt")).split()
+    summary = json.loads(read(os.path.join(case_dir, "runs", "health.json")))
+    return report, healthy, summary
+
+
+def judge_mix(assignment, n, case_dir, rc, query_timeout=MIX_QUERY_TIMEOUT):
+    """What the mix run got wrong: fault_mix.judge's list, and, as the fault suite also asserts, an
+    exit status other than 0 or a run summary that is not `degraded`. (problems, report, healthy)."""
+    try:
+        report, healthy, summary = load_mix_outputs(case_dir)
+    except (OSError, ValueError) as exc:
+        return ["no report to judge: %s" % exc], None, []
+    problems = fault_mix.judge(assignment, n, report, healthy, summary, query_timeout)
+    if rc != 0:
+        problems.append("health.yml exited with %s, expected 0" % rc)
+    if summary.get("result") != "degraded":
+        problems.append("the run summary says %r, expected 'degraded'" % summary.get("result"))
+    return problems, report, healthy
 
 
 def fit_linear(points):
@@ -343,12 +442,62 @@ def render_site(results):
     row("(c) controller CPU per node, s", per_node("c"))
     row("(c) controller peak memory, MiB", run("c", "peak_mib"))
     row("(c) host CPU (nodes too), s", run("c", "host_cpu_s"))
+    row("(c0) site.yml, gate off: all joined (GCS), s", run("c0", "joined_s"))
+    row("(c0) controller CPU, s", run("c0", "cpu_s"))
     row("(d) site.yml again: wall, s", run("d", "wall_s"))
     row("(d) controller CPU, s", run("d", "cpu_s"))
     row("(e) teardown.yml: wall, s", run("e", "wall_s"))
     row("(e) controller CPU, s", run("e", "cpu_s"))
     row("host memory per Ray node, MiB", lambda r, n: f1(r.get("ray_node_mib")))
     return "\n".join(lines)
+
+
+def case_order(case):
+    """health.yml's cases in the order they run: the bad-node counts ascending, then the rest (mix)."""
+    return (0, int(case), "") if case.isdigit() else (1, 0, case)
+
+
+def md_cell(text):
+    """`text` fit for one cell of a Markdown table."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_mix(results):
+    """One table per health.yml size that ran the fault mix: each faulted node, its kind, how long
+    the run took to find it, and how the health report names it; after a line with the verdict."""
+    parts = []
+    for n in sorted(results.get("health", {}), key=int):
+        case = results["health"][n]["cases"].get("mix")
+        if not case:
+            continue
+        problems = case.get("problems") or []
+        if case.get("error"):
+            ended = "did not run (the mix could not be applied)"
+        elif case.get("ended"):
+            ended = "ended (rc %s) after %s s" % (case.get("rc"), f1(case.get("wall_s")))
+        else:
+            ended = "**hung**: killed after %s s" % f1(case.get("limit_s"))
+        verdict = "nothing wrong" if not problems else "**%d wrong**: %s" % (len(problems), "; ".join(problems))
+        parts += [
+            "#### Fault mix at N = %s" % n,
+            "",
+            "%d faulted nodes, query_timeout %d s. The run %s; fault_mix.judge: %s."
+            % (len(case["mix"]), case.get("query_timeout", MIX_QUERY_TIMEOUT), ended, md_cell(verdict)),
+            "",
+            "| node | kind | detected after, s | in the report as |",
+            "|---|---|---|---|",
+        ]
+        detect = case.get("detect") or {}
+        for index, kind in sorted(case["mix"].items(), key=lambda kv: int(kv[0])):
+            host = "node%s" % index
+            found = detect.get(host)
+            when = "%s (%s: %s)" % (f1(found["after_s"]), found["how"], found["task"]) if found else "not marked"
+            if not found and kind in fault_mix.USABLE:
+                when += " (usable: it stays in)"
+            named = (case.get("report_as") or {}).get(host, "-")
+            parts.append("| %s | %s | %s | %s |" % (host, kind, md_cell(when), md_cell(named)))
+        parts.append("")
+    return "\n".join(parts).rstrip() or "The fault mix did not run."
 
 
 def render_health(results):
@@ -361,15 +510,16 @@ def render_health(results):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n in sizes:
-        for case in sorted(results["health"][n]["cases"], key=int):
+        for case in sorted(results["health"][n]["cases"], key=case_order):
             r = results["health"][n]["cases"][case]
             pr = r.get("pairs")
             rounds = "n/a" if not pr else "%d (%d + %d)" % (pr["rounds"], pr["planned"], pr["retest_phases"])
+            bad = ", ".join("node%d" % i for i in r.get("bad", [])) or "none"
             lines.append(
                 "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
                 % (
                     n,
-                    ", ".join("node%d" % i for i in r.get("bad", [])) or "none",
+                    "the fault mix, %d nodes (below)" % len(r["mix"]) if "mix" in r else bad,
                     f1(r.get("wall_s")),
                     f1(r.get("cpu_s")),
                     f1(r["cpu_s"] / int(n) if r.get("cpu_s") is not None else None),
@@ -519,28 +669,65 @@ def _run(results, n, key):
     return ((results.get("site", {}).get(str(n)) or {}).get("runs") or {}).get(key) or {}
 
 
-def _health_per_node(results, n):
-    case = ((results.get("health", {}).get(str(n)) or {}).get("cases") or {}).get("0") or {}
-    return None if case.get("cpu_s") is None else case["cpu_s"] / n
+def _slope_row(results, play, limit):
+    """A bound on the controller CPU per node of `play`: the slope b of fit_play's line."""
+    label = "%s: controller CPU per node, the fitted slope b <= %.1f s" % (PLAYS[play], limit)
+    fit = fit_play(results, play)
+    cpu = fit["cpu"] if fit else None
+    if not cpu or cpu["points"] < 2:
+        return (label, "fewer than two sizes measured", None)
+    sizes = ", ".join(str(n) for n, unused_y in play_points(results, play, "cpu_s"))
+    return (label, "b = %.2f s (a = %.1f s; over N = %s)" % (cpu["b"], cpu["a"], sizes), cpu["b"] <= limit)
 
 
-def evaluate_targets(results):
-    """Issue 19's targets from one run's results: [(target, measured, met)]; met is None where the
-    run did not measure what the target needs."""
-    rows = []
-    for n in (3, 6):
+def _memory_row(results, forks):
+    label = "health.yml controller peak memory at N = %d (forks %d) <= %d GiB" % (MEMORY_N, MEMORY_FORKS, MEMORY_GIB)
+    case = ((results.get("health", {}).get(str(MEMORY_N)) or {}).get("cases") or {}).get("0") or {}
+    if case.get("peak_mib") is None:
+        return (label, "not measured at N = %d" % MEMORY_N, None)
+    text = "%.2f GiB, forks %s" % (case["peak_mib"] / 1024.0, "not recorded" if forks is None else forks)
+    if forks is not None and forks != MEMORY_FORKS:
+        return (label, text + " (not the target's)", None)
+    return (label, text, case["peak_mib"] <= MEMORY_GIB * 1024.0)
+
+
+def _mix_row(results):
+    health = results.get("health", {})
+    n = max(health, key=int) if health else "?"
+    label = "the fault mix at N = %s (the largest health.yml size): it ends, judge finds nothing wrong" % n
+    if not health:
+        return (label, "not measured", None)
+    case = (health[n].get("cases") or {}).get("mix")
+    if not case:
+        return (label, "the mix did not run at N = %s" % n, None)
+    problems = case.get("problems") or []
+    if case.get("error"):
+        return (label, md_cell("the mix could not be applied: %s" % case["error"]), None)
+    text = "%d faulted; %s; %s" % (
+        len(case.get("mix") or {}),
+        "ended, rc %s" % case.get("rc") if case.get("ended") else "hung (killed after %s s)" % f1(case.get("limit_s")),
+        "nothing wrong" if not problems else "%d wrong, the first: %s" % (len(problems), problems[0][:200]),
+    )
+    return (label, md_cell(text), bool(case.get("ended")) and not problems)
+
+
+def evaluate_targets(results, forks=None):
+    """Issue 27's targets from one run's results: [(target, measured, met)]; met is None where the
+    run did not measure what the target needs. `forks`: the run's (the memory target wants 50)."""
+    rows = [_slope_row(results, play, limit) for play, limit in SLOPES]
+    rows.append(_memory_row(results, forks))
+    for n in C0_SIZES:
         b = ((results.get("site", {}).get(str(n)) or {}).get("peer") or {}).get("b")
-        # Like for like: both when the GCS lists every node; then site.yml's whole run, which
-        # ends when the dashboard lists them all (15 s after the head starts, on this machine).
-        for what, key in (("all joined in the GCS", "joined_s"), ("site.yml's whole run", "wall_s")):
-            c = _run(results, n, "c").get(key)
-            rows.append(
-                (
-                    "c <= b, N=%d: c = %s" % (n, what),
-                    "c %s s, b %s s" % (f1(c), f1(b)),
-                    None if c is None or b is None else c <= b,
-                )
+        # Like for like: site.yml without its gate and `ray up`, both until the GCS lists every node.
+        c0, c = _run(results, n, "c0").get("joined_s"), _run(results, n, "c").get("joined_s")
+        rows.append(
+            (
+                "c0 <= b, N=%d: site.yml with the gate off against `ray up`, both to all joined in the GCS" % n,
+                "c0 %s s, b %s s; the gate's own cost c - c0 = %s s"
+                % (f1(c0), f1(b), f1(None if c is None or c0 is None else c - c0)),
+                None if c0 is None or b is None else c0 <= b,
             )
+        )
     for n in (3, 6):
         c, d = _run(results, n, "c").get("wall_s"), _run(results, n, "d")
         ok = None if c is None or d.get("wall_s") is None else d["wall_s"] <= 0.25 * c and not d.get("restarted")
@@ -559,29 +746,13 @@ def evaluate_targets(results):
             None if e.get("wall_s") is None else e["wall_s"] <= 5 and not e.get("left"),
         )
     )
-    per = {n: _run(results, n, "c").get("cpu_s") for n in (3, 20)}
-    per = {n: None if v is None else v / n for n, v in per.items()}
-    rows.append(
-        (
-            "site.yml controller CPU per node: N=20 <= 1.2 x N=3",
-            "%s s against 1.2 x %s s" % (f2(per[20]), f2(per[3])),
-            None if None in per.values() else per[20] <= 1.2 * per[3],
-        )
-    )
-    hp = {n: _health_per_node(results, n) for n in (10, 100)}
-    rows.append(
-        (
-            "health.yml controller CPU per node: N=100 <= 1.2 x N=10",
-            "%s s against 1.2 x %s s" % (f2(hp[100]), f2(hp[10])),
-            None if None in hp.values() else hp[100] <= 1.2 * hp[10],
-        )
-    )
+    rows.append(_mix_row(results))
     return rows
 
 
-def render_targets(results):
+def render_targets(results, forks=None):
     lines = ["| target | measured | met |", "|---|---|---|"]
-    for target, measured, met in evaluate_targets(results):
+    for target, measured, met in evaluate_targets(results, forks):
         lines.append(
             "| %s | %s | %s |" % (target, measured, "not measured" if met is None else "yes" if met else "**no**")
         )
@@ -636,9 +807,10 @@ def render_doc(results, meta, plots):
             "starts every worker at once (its v1 autoscaler launches all of min_workers together)."
             % m["start_throttle"]
         )
-    parts += ["", "### Targets (issue 19), from this run", "", render_targets(results), ""]
+    parts += ["", "### Targets (issue 27), from this run", "", render_targets(results, m.get("forks")), ""]
     parts += ["### site.yml on Ray nodes", "", render_site(results), ""]
     parts += ["### health.yml on light nodes", "", render_health(results), ""]
+    parts += ["### The fault mix", "", render_mix(results), ""]
     parts += ["### The sandbox itself", "", render_sandbox(results), ""]
     for name, title in (("scale", "time and controller CPU against N"), ("model", "projection to 1,000 nodes")):
         if plots.get(name):
@@ -767,20 +939,28 @@ class Scale:
         bringup.run([SANDBOX, *argv], check=check)
         return time.monotonic() - t0
 
-    def measured(self, inv, playbook, tag, extra_args=(), check=True, adopt=(), keep=False):
+    def measured(self, inv, playbook, tag, extra_args=(), check=True, adopt=(), keep=False, timeout=None):
         """One playbook run in its own cgroups: wall, controller CPU and peak memory, host CPU,
         and the recording callback's document (tasks, pair rounds). `adopt`, `keep`: Meter's, to
-        run on the connections a previous run left open (`kept`, the pids, in the answer)."""
+        run on the connections a previous run left open (`kept`, the pids, in the answer).
+        `timeout`: a run that outlives it is killed (`hung`, rc None); `launched`: its start (epoch)."""
         meter = Meter("raygate-bench-" + tag)
         self.method = meter.method
         record = os.path.join(self.work, tag)
+        popen_kw = dict(meter.popen_kw(), **({"timeout": timeout} if timeout else {}))
         meter.start(adopt=adopt)
-        launched = time.time()
-        wall = self.bench.playbook(
-            inv, playbook, record=record, extra_args=extra_args, popen_kw=meter.popen_kw(), check=check, count_ssh=False
-        )
+        launched, t0 = time.time(), time.monotonic()
+        try:
+            wall = self.bench.playbook(
+                inv, playbook, record=record, extra_args=extra_args, popen_kw=popen_kw, check=check, count_ssh=False
+            )
+            rc, hung = self.bench.last_rc, False
+        except subprocess.TimeoutExpired:  # ansible-playbook is killed; the meter ends the rest
+            wall, rc, hung = time.monotonic() - t0, None, True
         out = meter.stop(keep=keep)
-        out.update(wall_s=wall, rc=self.bench.last_rc)
+        out.update(wall_s=wall, rc=rc, launched=launched)
+        if timeout:
+            out["hung"] = hung
         try:
             out["tasks"] = json.loads(read(record + ".tasks.json"))
         except (OSError, ValueError):
@@ -838,6 +1018,8 @@ class Scale:
             got["e"] = self.measured(inv, "teardown.yml", "site-n%d-r%d-e" % (n, rep), adopt=got["d"].pop("kept", ()))
             left = self.bench.leftovers(n)
             got["e"]["left"] = sum(len(v["processes"]) + len(v["ports"]) + len(v["files"]) for v in left.values())
+            if n in C0_SIZES:
+                got["c0"] = self.gate_off(inv, n, rep)
             for run in got.values():
                 run.pop("tasks", None)
             result["repeats"].append(got)
@@ -845,6 +1027,14 @@ class Scale:
         result["runs"] = median_runs(result["repeats"])
         result["sandbox"]["down_s"] = self.sandbox("down")
         return result
+
+    def gate_off(self, inv, n, rep):
+        """c0: site.yml with the health gate off, from the state c started from (Ray installed, not
+        running, no control connection), measured as c is (to all joined in the GCS too); then down."""
+        self.bench.force_clean(n)
+        run = self.measured(inv, "site.yml", "site-n%d-r%d-c0" % (n, rep), extra_args=GATE_OFF)
+        self.bench.playbook(inv, "teardown.yml")
+        return run
 
     def scenario(self, i, spec):
         path = os.path.join(self.work, "scenario-node%d.json" % i)
@@ -878,8 +1068,153 @@ class Scale:
             print("scale: health.yml N=%d, %d bad: %s" % (n, count, brief({"h": got})), flush=True)
             for i in nodes:
                 self.scenario(i, HEALTHY)
+        if not self.args.skip_mix:
+            result["cases"]["mix"] = self.mix_case(
+                inv, n, hang_limit((result["cases"].get("0") or {}).get("wall_s"), n)
+            )
         result["sandbox"]["down_s"] = self.sandbox("down")
         return result
+
+    def mix_case(self, inv, n, limit):
+        case = MixCase(self, inv, n)
+        try:
+            got = case.run(limit)
+        except SystemExit as exc:  # the mix could not be applied: recorded, the other sizes go on
+            error = str(exc).splitlines()[0][:300]
+            print("scale: N=%d: the fault mix could not be applied: %s" % (n, error), flush=True)
+            mix = {str(i): kind for i, kind in sorted(case.mix.items())}
+            return {"mix": mix, "error": error, "ended": False, "limit_s": limit, "problems": [error]}
+        print("scale: health.yml N=%d, the fault mix: %s" % (n, brief({"mix": got})), flush=True)
+        print("scale: N=%d, the fault mix: %s" % (n, "; ".join(got["problems"]) or "nothing wrong"), flush=True)
+        return got
+
+
+class LogWatch:
+    """Calls `action` once, from a thread, when a line of the file `path` (which another process
+    writes meanwhile; it need not exist yet) matches `pattern`. `fired`: when it did (epoch)."""
+
+    def __init__(self, path, pattern, action, poll=0.1):
+        self.path, self.pattern, self.action, self.poll = path, pattern, action, poll
+        self.fired = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=60)
+
+    def loop(self):
+        pos, rest = 0, b""
+        while not self.done.is_set():
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                    pos = f.tell()
+            except FileNotFoundError:
+                chunk = b""
+            *lines, rest = (rest + chunk).split(b"\n")
+            if any(self.pattern.match(line.decode("utf-8", "replace")) for line in lines):
+                self.fired = time.time()
+                self.action()
+                return
+            self.done.wait(self.poll)
+
+
+class MixCase:
+    """The fleet fault mix on one health.yml size (issue 27, item 4), applied as the fault suite's
+    tests/integration/faults/test_fleet_mix.py does: the scenarios, the flaky nodes' nft rule, an
+    `ansible -m ping` that leaves Ansible's persisted connections, the dead nodes' sshd killed;
+    the dark nodes' links go down when health.yml's node play starts. Afterwards links, rule and
+    scenarios are put back (the dead nodes' sshd stays gone: the sandbox comes down next), and
+    fault_mix.judge reads the report and the run summary."""
+
+    def __init__(self, scale, inv, n):
+        self.scale, self.inv, self.n = scale, inv, n
+        self.mix = fault_mix.assign(n, mix_count(n))
+        self.tag = "health-n%d-mix" % n
+        self.dir = os.path.join(scale.work, self.tag)
+
+    def of(self, *kinds):
+        return [i for i, kind in sorted(self.mix.items()) if kind in kinds]
+
+    def on_node(self, i, command):
+        return bringup.run([SANDBOX, "exec", str(i), "bash", "-c", command], check=False).returncode
+
+    def prepare(self):
+        """Every fault but the dark nodes'; the exit status of the ping."""
+        paths = fault_mix.write_scenarios(self.dir)
+        for i in self.of(*fault_mix.SCENARIOS):
+            self.scale.sandbox("scenario", str(i), paths[self.mix[i]])
+        for i in self.of("flaky"):
+            if self.on_node(i, fault_mix.FLAKY_RULES) != 0:
+                raise SystemExit("scale: node%d: the flaky rule did not go in" % i)
+        args = self.scale.args
+        ansible = os.path.join(os.path.dirname(args.ansible_playbook), "ansible")
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+        ping = bringup.run([ansible, "-i", self.inv, "ray_cluster", "-m", "ansible.builtin.ping"], check=False, env=env)
+        for i in self.of("dead"):
+            self.on_node(i, "pkill -x sshd")
+        deadline = time.monotonic() + 60
+        while not all(fault_mix.refuses_ssh(i) for i in self.of("dead")):
+            if time.monotonic() > deadline:
+                raise SystemExit("scale: the dead nodes %s still accept SSH" % self.of("dead"))
+            time.sleep(1)
+        return ping.returncode
+
+    def go_dark(self):
+        for i in self.of("dark"):
+            bringup.run(fault_mix.link_command(i, False), check=False)
+
+    def restore(self):
+        for i in self.of("dark"):
+            bringup.run(fault_mix.link_command(i, True), check=False)
+        for i in self.of("flaky"):
+            self.on_node(i, fault_mix.FLAKY_UNDO)
+        for i in self.of(*fault_mix.SCENARIOS):
+            self.scale.scenario(i, fault_mix.HEALTHY)
+
+    def run(self, limit):
+        os.makedirs(self.dir, exist_ok=True)
+        print("scale: N=%d, the fault mix on %d nodes: %s" % (self.n, len(self.mix), self.mix), flush=True)
+        log = os.path.join(self.scale.work, self.tag + ".log")
+        if os.path.exists(log):
+            os.unlink(log)  # the watch must see this run's node play, not an earlier run's
+        try:
+            ping_rc = self.prepare()
+            extra = ["-e", "raygate_health_report_dir=%s" % os.path.join(self.dir, "health")]
+            extra += ["-e", "raygate_run_summary_dir=%s" % os.path.join(self.dir, "runs")]
+            extra += ["-e", "raygate_health_query_timeout=%d" % MIX_QUERY_TIMEOUT]
+            watch = LogWatch(log, NODE_PLAY, self.go_dark).start()
+            try:
+                got = self.scale.measured(
+                    self.inv, "health.yml", self.tag, extra_args=extra, check=False, timeout=limit
+                )
+            finally:
+                watch.stop()
+        finally:
+            self.restore()
+        tasks = got.pop("tasks")
+        problems, report, healthy = judge_mix(self.mix, self.n, self.dir, got["rc"])
+        if watch.fired is None:
+            problems.insert(0, "the node play never started: no node went dark")
+        got.update(
+            mix={str(i): kind for i, kind in sorted(self.mix.items())},
+            ping_rc=ping_rc,
+            limit_s=limit,
+            query_timeout=MIX_QUERY_TIMEOUT,
+            ended=not got["hung"],
+            problems=problems,
+            pairs=pair_rounds(tasks),
+            detect=detect_times(tasks, got["launched"], self.mix),
+            report_as={"node%d" % i: report_as(report, healthy, "node%d" % i) for i in self.mix},
+        )
+        return got
 
 
 def brief(runs):
@@ -967,11 +1302,12 @@ def write_outputs(args, results, meta):
     print("\nscale: wrote %s%s" % (args.doc, "".join(", " + p for p in plots.values())))
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--site", default="1,3,6,12,20", help="Ray node counts for site.yml ('' for none)")
-    parser.add_argument("--health", default="10,30,100", help="light node counts for health.yml ('' for none)")
+    parser.add_argument("--health", default="100,300,1000", help="light node counts for health.yml ('' for none)")
     parser.add_argument("--bad", default="0,1,3", help="bad-node counts per health.yml size (default 0,1,3)")
+    parser.add_argument("--skip-mix", action="store_true", help="no fault-mix case per health.yml size")
     parser.add_argument("--repeats", "-k", type=int, default=1, help="repeats per site.yml size (default 1)")
     parser.add_argument("--skip-peer", action="store_true", help="do not run `ray up`/`ray down`")
     parser.add_argument("--skip-floor", action="store_true", help="do not run the plain-ssh floor")
@@ -990,6 +1326,11 @@ def main(argv=None):
     )
     parser.add_argument("--ray", default=os.path.join(ROOT, ".build", "bench-venv", "bin", "ray"))
     parser.add_argument("--ansible-playbook", default=os.path.join(ROOT, ".venv", "bin", "ansible-playbook"))
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     args.bad = sizes(args.bad)
     if args.from_json:

@@ -22,6 +22,11 @@ description:
   - Keeps the rounds of every pair nccl-test (a result with C(rounds) and C(tests), as
     M(raygate.cluster.nccl_test) returns with O(mode=pairs)) under C(pairs) - each test's hosts,
     round and verdict (bench/scale.py; the health report keeps them too, under C(pairs)).
+  - Keeps, under C(marks), when each host was first marked each way - C(unreachable), C(failed)
+    (C(ignored) for a failure with ignore_errors), C(unhealthy) (a result with C(healthy) false),
+    C(pair) (its verdict in a pair nccl-test, keyed by the address the test names) and C(out) (a
+    fact C(raygate_out) set) - with the time (C(at), seconds since the epoch) and the task, so that
+    bench/scale.py can say how long a run took to find each faulted node.
 requirements:
   - enable it with C(ANSIBLE_CALLBACKS_ENABLED=raygate_bench)
 """
@@ -46,6 +51,13 @@ class CallbackModule(CallbackBase):
         self.hosts = {}
         self.current = None
         self.pairs = []
+        self.marks = {}
+
+    def _mark(self, key, how, result):
+        """The first time `key` (a host name or a pair test's address) was marked `how`."""
+        per = self.marks.setdefault(str(key), {})
+        if how not in per:
+            per[how] = {"at": round(time.time(), 3), "task": result._task.get_name()}
 
     def _close_task(self, now):
         if self.current is not None:
@@ -77,6 +89,15 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result):
         self._count(result, "ok")
         res = result._result
+        host = result._host.get_name()
+        if res.get("healthy") is False:
+            self._mark(host, "unhealthy", result)
+        if (res.get("ansible_facts") or {}).get("raygate_out"):
+            self._mark(host, "out", result)
+        nodes = res.get("nodes")
+        for addr, node in nodes.items() if isinstance(nodes, dict) else ():
+            if isinstance(node, dict) and node.get("verdict") == "fail":
+                self._mark(addr, "pair", result)
         if isinstance(res.get("rounds"), list) and isinstance(res.get("tests"), list):
             self.pairs.append(
                 {
@@ -92,12 +113,14 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._count(result, "failed")
+        self._mark(result._host.get_name(), "ignored" if ignore_errors else "failed", result)
 
     def v2_runner_on_skipped(self, result):
         self._count(result, "skipped")
 
     def v2_runner_on_unreachable(self, result):
         self._count(result, "unreachable")
+        self._mark(result._host.get_name(), "unreachable", result)
 
     def v2_playbook_on_stats(self, stats):
         now = time.monotonic()
@@ -105,6 +128,12 @@ class CallbackModule(CallbackBase):
         out = os.environ.get("RAYGATE_BENCH_TASKS_OUT")
         if not out:
             return
-        doc = {"seconds": round(now - self.started, 3), "hosts": self.hosts, "tasks": self.tasks, "pairs": self.pairs}
+        doc = {
+            "seconds": round(now - self.started, 3),
+            "hosts": self.hosts,
+            "tasks": self.tasks,
+            "pairs": self.pairs,
+            "marks": self.marks,
+        }
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)

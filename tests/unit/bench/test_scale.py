@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -204,6 +205,9 @@ def test_render_doc_has_markers_tables_and_the_arithmetic():
     assert "![projection to 1,000 nodes](scale-model.png)" in doc
     assert "| site.yml (c) | 20 | 1, 3, 6, 12 | controller CPU, s | 50.0 | 50.0 | +0% |" in doc
     assert "at most" not in doc  # no throttle recorded: nothing said
+    assert "### Targets (issue 27), from this run" in doc and "issue 19" not in doc
+    assert "### The fault mix\n\nThe fault mix did not run." in doc
+    assert "#### Fault mix at N = 100" in scale.render_doc(_health_with_mix(), meta, {})
     throttled = scale.render_doc(results(), dict(meta, start_throttle=5), {})
     assert "Workers start at most 5 at a time in site.yml (`raygate_start_throttle`) and in the floor" in throttled
     # Through bringup's merge, the text outside the markers stays.
@@ -241,51 +245,113 @@ def test_from_json_renders_without_running(tmp_path):
     assert text.startswith("# Scale") and "a controller with 4 cores" in text
 
 
-def _site(c, b, d, restarted, e, left, cpu, joined=None):
-    return {
+def _site(c, b, d, restarted, e, left, cpu, joined=None, c0=None, d_cpu=None):
+    site = {
         "peer": {"b": b},
         "runs": {
             "c": {"wall_s": c, "cpu_s": cpu, "joined_s": joined},
-            "d": {"wall_s": d, "restarted": restarted},
+            "d": {"wall_s": d, "restarted": restarted, "cpu_s": d_cpu},
             "e": {"wall_s": e, "left": left},
         },
     }
+    if c0 is not None:
+        site["runs"]["c0"] = {"joined_s": c0, "wall_s": c0 + 2.0, "cpu_s": 5.0}
+    return site
 
 
-def test_targets_met_and_missed():
-    results = {
-        "site": {
-            "3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 9.0, joined=12.0),  # met: c <= b, d/c 0.24, e 4.5 s
-            # missed: the whole run is longer than b (joined in the GCS is not), d/c 0.27 and a restart
-            "6": _site(26.0, 24.6, 7.0, 1, 5.0, 0, 15.0, joined=20.0),
-            "20": _site(60.0, 70.0, 12.0, 0, 9.0, 0, 40.0),  # 2.0 s per node against 1.2 x 3.0
-        },
-        "health": {"10": {"cases": {"0": {"cpu_s": 9.0}}}, "100": {"cases": {"0": {"cpu_s": 120.0}}}},
+def _mix_case(problems=(), ended=True, rc=0):
+    return {
+        "mix": {"2": "dead", "16": "dark", "30": "flaky"},
+        "wall_s": 900.0,
+        "rc": rc,
+        "ended": ended,
+        "limit_s": 1800.0,
+        "problems": list(problems),
     }
-    got = {target: met for target, measured, met in scale.evaluate_targets(results)}
-    assert got["c <= b, N=3: c = site.yml's whole run"] is True
-    assert got["c <= b, N=3: c = all joined in the GCS"] is True
-    assert got["c <= b, N=6: c = site.yml's whole run"] is False
-    assert got["c <= b, N=6: c = all joined in the GCS"] is True
+
+
+def _targets_results():
+    return {
+        "site": {
+            # c's controller CPU 2 + 0.9 N (slope 0.9 <= 1.0), d's 1 + 0.6 N (0.6 > 0.5)
+            "3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 4.7, joined=30.0, c0=16.0, d_cpu=2.8),  # c0 <= b; d/c 0.24
+            "6": _site(26.0, 24.6, 7.0, 1, 5.0, 0, 7.4, joined=45.0, c0=25.0, d_cpu=4.6),  # c0 > b; d/c 0.27
+            "12": _site(60.0, 70.0, 12.0, 0, 9.0, 0, 12.8, joined=55.0, d_cpu=8.2),
+        },
+        "health": {
+            # 5 + 0.3 N CPU seconds (0.3 <= 0.4); 3.5 GiB at 1,000 (<= 4)
+            str(n): {"cases": {"0": {"cpu_s": 5 + 0.3 * n, "wall_s": 2.0 * n, "peak_mib": 3.5 * n * 1024 / 1000}}}
+            for n in (100, 300, 1000)
+        },
+    }
+
+
+def test_targets_of_issue_27_met_and_missed():
+    results = _targets_results()
+    results["health"]["1000"]["cases"]["mix"] = _mix_case()
+    rows = scale.evaluate_targets(results, forks=50)
+    got = {target: met for target, measured, met in rows}
+    text = {target: measured for target, measured, met in rows}
+    assert got["site.yml (c): controller CPU per node, the fitted slope b <= 1.0 s"] is True
+    assert text["site.yml (c): controller CPU per node, the fitted slope b <= 1.0 s"] == (
+        "b = 0.90 s (a = 2.0 s; over N = 3, 6, 12)"
+    )
+    assert got["site.yml again (d): controller CPU per node, the fitted slope b <= 0.5 s"] is False
+    assert got["health.yml (healthy): controller CPU per node, the fitted slope b <= 0.4 s"] is True
+    memory = "health.yml controller peak memory at N = 1000 (forks 50) <= 4 GiB"
+    assert got[memory] is True and text[memory] == "3.50 GiB, forks 50"
+    c0 = "c0 <= b, N=%d: site.yml with the gate off against `ray up`, both to all joined in the GCS"
+    assert got[c0 % 3] is True
+    assert text[c0 % 3] == "c0 16.0 s, b 17.6 s; the gate's own cost c - c0 = 14.0 s"
+    assert got[c0 % 6] is False
     assert got["d <= 0.25 c, no raylet restarted, N=3"] is True
     assert got["d <= 0.25 c, no raylet restarted, N=6"] is False
     assert got["e <= 5 s at N=3, nothing left"] is True
-    assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is True
-    # 1.2 s per node at 100 against 0.9 at 10: more than 1.2 x.
-    assert got["health.yml controller CPU per node: N=100 <= 1.2 x N=10"] is False
-    table = scale.render_targets(results)
-    assert "| c <= b, N=6: c = site.yml's whole run | c 26.0 s, b 24.6 s | **no** |" in table
-    assert "| c <= b, N=6: c = all joined in the GCS | c 20.0 s, b 24.6 s | yes |" in table
+    mix = "the fault mix at N = 1000 (the largest health.yml size): it ends, judge finds nothing wrong"
+    assert got[mix] is True and text[mix] == "3 faulted; ended, rc 0; nothing wrong"
+    # issue 19's rows are gone
+    assert not [t for t in got if t.startswith("c <= b") or "1.2 x" in t]
+    table = scale.render_targets(results, forks=50)
+    assert "| %s | c0 25.0 s, b 24.6 s; the gate's own cost c - c0 = 20.0 s | **no** |" % (c0 % 6) in table
+
+
+def test_targets_of_the_mix_and_the_memory_missed():
+    results = _targets_results()
+    results["health"]["1000"]["cases"]["0"]["peak_mib"] = 5000.0
+    results["health"]["1000"]["cases"]["mix"] = _mix_case(problems=["node2 (dead): not out | in the run summary"])
+    got = {t: (m, met) for t, m, met in scale.evaluate_targets(results, forks=50)}
+    assert got["health.yml controller peak memory at N = 1000 (forks 50) <= 4 GiB"] == ("4.88 GiB, forks 50", False)
+    measured, met = got["the fault mix at N = 1000 (the largest health.yml size): it ends, judge finds nothing wrong"]
+    assert met is False and "1 wrong, the first: node2 (dead): not out \\| in" in measured
+    results["health"]["1000"]["cases"]["mix"] = _mix_case(ended=False, rc=None)
+    hung = {t: met for t, m, met in scale.evaluate_targets(results)}
+    assert hung["the fault mix at N = 1000 (the largest health.yml size): it ends, judge finds nothing wrong"] is False
 
 
 def test_targets_not_measured():
     rows = scale.evaluate_targets({"site": {"3": _site(20.0, None, 5.0, 0, 4.0, 2, 9.0)}})
     got = {target: met for target, measured, met in rows}
-    assert got["c <= b, N=3: c = site.yml's whole run"] is None  # no peer run
-    assert got["c <= b, N=3: c = all joined in the GCS"] is None
+    text = {target: measured for target, measured, met in rows}
+    # One size is no slope.
+    slope = "site.yml (c): controller CPU per node, the fitted slope b <= 1.0 s"
+    assert got[slope] is None and text[slope] == "fewer than two sizes measured"
+    assert got["health.yml (healthy): controller CPU per node, the fitted slope b <= 0.4 s"] is None
+    assert got["health.yml controller peak memory at N = 1000 (forks 50) <= 4 GiB"] is None
+    assert got["c0 <= b, N=3: site.yml with the gate off against `ray up`, both to all joined in the GCS"] is None
     assert got["e <= 5 s at N=3, nothing left"] is False  # fast, but something was left
-    assert got["site.yml controller CPU per node: N=20 <= 1.2 x N=3"] is None
+    assert got["the fault mix at N = ? (the largest health.yml size): it ends, judge finds nothing wrong"] is None
     assert "not measured" in scale.render_targets({})
+    # Measured with other forks than the target's; the largest size without a mix; a mix not applied.
+    results = _targets_results()
+    got = {t: (m, met) for t, m, met in scale.evaluate_targets(results, forks=20)}
+    assert got["health.yml controller peak memory at N = 1000 (forks 50) <= 4 GiB"] == (
+        "3.50 GiB, forks 20 (not the target's)",
+        None,
+    )
+    mix = "the fault mix at N = 1000 (the largest health.yml size): it ends, judge finds nothing wrong"
+    assert got[mix] == ("the mix did not run at N = 1000", None)
+    results["health"]["1000"]["cases"]["mix"] = {"mix": {"2": "dead"}, "error": "scale: node9: no rule", "ended": False}
+    assert {t: met for t, m, met in scale.evaluate_targets(results)}[mix] is None
 
 
 def test_joined_at_is_the_start_of_the_final_wait():
@@ -342,3 +408,264 @@ def test_yardstick_is_the_best_of_its_rounds(monkeypatch):
     clock = iter([0.0, 5.0, 10.0, 12.0, 20.0, 23.0])
     monkeypatch.setattr(scale.time, "perf_counter", lambda: next(clock))
     assert scale.yardstick(rounds=3, n=10) == 2.0
+
+
+def test_mix_count_and_hang_limit():
+    assert [scale.mix_count(n) for n in (30, 100, 300, 1000)] == [7, 7, 15, 50]
+    assert scale.hang_limit(900.0, 1000) == 2700.0
+    assert scale.hang_limit(None, 1000) == 6000.0  # no healthy case measured: 6 s a node
+    assert scale.hang_limit(20.0, 10) == 600.0
+
+
+def test_the_parser_defaults_to_issue_27s_sizes():
+    args = scale.build_parser().parse_args([])
+    assert args.health == "100,300,1000" and args.site == "1,3,6,12,20" and args.bad == "0,1,3"
+    assert args.skip_mix is False
+    assert scale.build_parser().parse_args(["--skip-mix"]).skip_mix is True
+
+
+def test_detect_times_from_the_callbacks_marks():
+    launched = 1000.0
+    doc = {
+        "marks": {
+            # dead: unreachable at the first check, its fact later
+            "node2": {
+                "unreachable": {"at": 1030.5, "task": "Check the GPUs, their links and the fabric"},
+                "out": {"at": 1031.0, "task": "Keep why this node leaves the run"},
+            },
+            # hung: a failure under ignore_errors earlier does not count
+            "node5": {
+                "ignored": {"at": 1001.0, "task": "probe"},
+                "unhealthy": {"at": 1045.25, "task": "Check the GPUs, their links and the fabric"},
+            },
+            # uplink: the pair test names it by its address, before its fact
+            scale.bringup.node_ip(8): {"pair": {"at": 1100.0, "task": "Run nccl-tests between pairs of nodes"}},
+            "node8": {"out": {"at": 1102.0, "task": "Keep the gate's reasons for the run summary"}},
+            "node9": {"ok": {"at": 1000.5, "task": "not a mark that detects"}},
+        }
+    }
+    got = scale.detect_times(doc, launched, {2: "dead", 5: "hung", 8: "uplink", 9: "slow", 11: "flaky"})
+    assert got["node2"] == {"after_s": 30.5, "how": "unreachable", "task": "Check the GPUs, their links and the fabric"}
+    assert got["node5"]["after_s"] == 45.25 and got["node5"]["how"] == "unhealthy"
+    assert got["node8"] == {"after_s": 100.0, "how": "pair", "task": "Run nccl-tests between pairs of nodes"}
+    assert got["node9"] is None and got["node11"] is None
+    # A callback document without marks (an older callback, or none written).
+    assert scale.detect_times({"tasks": []}, launched, {2: "dead"}) == {"node2": None}
+    assert scale.detect_times(None, launched, {}) == {}
+
+
+def test_report_as_names_reasons_health_or_absence():
+    report = {
+        "unhealthy": {"node2": ["reachable: ssh: connect to host refused"], "node5": "xid 79 on GPU 3"},
+        "nodes": [{"host": "node7", "status": "warn"}],
+    }
+    healthy = ["node1", "node3"]
+    assert scale.report_as(report, healthy, "node2") == "unhealthy: reachable: ssh: connect to host refused"
+    assert scale.report_as(report, healthy, "node5") == "unhealthy: xid 79 on GPU 3"
+    assert scale.report_as(report, healthy, "node3") == "healthy (in healthy_hosts.txt)"
+    assert scale.report_as(report, healthy, "node7") == "warn, not in healthy_hosts.txt"
+    assert scale.report_as(report, healthy, "node9") == "not in the report"
+    assert scale.report_as(None, [], "node2") == "not in the report"
+
+
+def _write_mix_outputs(base, report, healthy, summary):
+    run_dir = base / "health" / "20261127T070000Z"
+    run_dir.mkdir(parents=True)
+    (base / "health" / "20261126T070000Z").mkdir()  # an older run: the newest is read
+    (run_dir / "report.json").write_text(json.dumps(report))
+    (run_dir / "healthy_hosts.txt").write_text("\n".join(healthy) + "\n")
+    (base / "runs").mkdir()
+    (base / "runs" / "health.json").write_text(json.dumps(summary))
+
+
+def _right_mix_outputs(n, mix):
+    bad = scale.fault_mix.names(scale.fault_mix.unusable(mix))
+    report = {
+        "breaker_tripped": False,
+        "unhealthy": {h: ["reason"] for h in bad},
+        "nodes": [
+            {"host": "node2", "status": "unreachable", "checks": [{"name": "reachable", "status": "fail"}]},
+            {"host": "node3", "status": "fail", "checks": [{"name": "xid", "status": "fail", "detail": "Xid 79"}]},
+        ],
+    }
+    healthy = sorted(scale.fault_mix.names(range(1, n + 1)) - bad)
+    return report, healthy, {"result": "degraded", "out": {h: {} for h in bad}}
+
+
+def test_judge_mix_reads_the_run_and_adds_exit_status_and_result(tmp_path):
+    mix = {2: "dead", 3: "xid", 4: "slow"}
+    report, healthy, summary = _right_mix_outputs(6, mix)
+    _write_mix_outputs(tmp_path, report, healthy, summary)
+    problems, got_report, got_healthy = scale.judge_mix(mix, 6, str(tmp_path), rc=0)
+    assert problems == [] and got_report == report and got_healthy == healthy
+    problems, unused_report, unused_healthy = scale.judge_mix(mix, 6, str(tmp_path), rc=2)
+    assert problems == ["health.yml exited with 2, expected 0"]
+    summary["result"] = "ok"
+    (tmp_path / "runs" / "health.json").write_text(json.dumps(summary))
+    problems = scale.judge_mix(mix, 6, str(tmp_path), rc=0)[0]
+    assert problems == ["the run summary says 'ok', expected 'degraded'"]
+    # fault_mix.judge's own findings come through: the slow node missing from healthy_hosts.txt.
+    (tmp_path / "health" / "20261127T070000Z" / "healthy_hosts.txt").write_text("node1\nnode5\nnode6\n")
+    assert any("healthy_hosts.txt lacks ['node4']" in p for p in scale.judge_mix(mix, 6, str(tmp_path), rc=0)[0])
+
+
+def test_judge_mix_without_a_report(tmp_path):
+    problems, report, healthy = scale.judge_mix({2: "dead"}, 3, str(tmp_path), rc=None)
+    assert len(problems) == 1 and problems[0].startswith("no report to judge: ")
+    assert report is None and healthy == []
+    (tmp_path / "health").mkdir()
+    assert "no report under" in scale.judge_mix({2: "dead"}, 3, str(tmp_path), rc=0)[0][0]
+
+
+def _health_with_mix():
+    res = results()
+    res["health"]["100"]["cases"]["mix"] = dict(
+        run(300.0, 150.0, 1300.0, 600.0),
+        mix={"2": "dead", "16": "dark", "30": "flaky", "44": "slow"},
+        rc=0,
+        ended=True,
+        limit_s=600.0,
+        query_timeout=10,
+        problems=[],
+        pairs=None,
+        detect={
+            "node2": {"after_s": 12.25, "how": "unreachable", "task": "Check the GPUs"},
+            "node16": {"after_s": 70.0, "how": "unreachable", "task": "Check the GPUs"},
+            "node30": None,
+            "node44": None,
+        },
+        report_as={
+            "node2": "unhealthy: reachable: refused | closed",
+            "node16": "unhealthy: reachable: timed out",
+            "node30": "healthy (in healthy_hosts.txt)",
+        },
+    )
+    return res
+
+
+def test_render_mix_tables_and_verdicts():
+    res = _health_with_mix()
+    text = scale.render_mix(res)
+    assert text.startswith("#### Fault mix at N = 100\n")
+    assert (
+        "4 faulted nodes, query_timeout 10 s. The run ended (rc 0) after 300.0 s; fault_mix.judge: nothing wrong."
+        in text
+    )
+    assert "| node | kind | detected after, s | in the report as |" in text
+    assert "| node2 | dead | 12.2 (unreachable: Check the GPUs) | unhealthy: reachable: refused \\| closed |" in text
+    assert "| node30 | flaky | not marked (usable: it stays in) | healthy (in healthy_hosts.txt) |" in text
+    assert "| node44 | slow | not marked (usable: it stays in) | - |" in text
+    assert text.index("node2 |") < text.index("node16 |") < text.index("node30 |")  # by index, not as text
+    case = res["health"]["100"]["cases"]["mix"]
+    case.update(ended=False, rc=None, problems=["node16 (dark): not out", "the breaker tripped"])
+    hung = scale.render_mix(res)
+    assert (
+        "The run **hung**: killed after 600.0 s; fault_mix.judge: **2 wrong**: node16 (dark): not out; the breaker"
+        in hung
+    )
+    case.update(error="scale: node30: the flaky rule did not go in", detect=None, report_as=None)
+    assert "did not run (the mix could not be applied)" in scale.render_mix(res)
+    assert scale.render_mix(results()) == "The fault mix did not run."
+
+
+def test_render_health_puts_the_mix_after_the_bad_node_cases():
+    text = scale.render_health(_health_with_mix())
+    rows = [line for line in text.splitlines() if line.startswith("| 100 |")]
+    assert [r.split(" | ")[1] for r in rows] == ["none", "node51", "the fault mix, 4 nodes (below)"]
+    assert sorted(["mix", "10", "3", "0"], key=scale.case_order) == ["0", "3", "10", "mix"]
+
+
+def test_the_site_table_has_c0_where_it_ran():
+    res = {"site": {"3": _site(17.0, 17.6, 4.0, 0, 4.5, 0, 4.7, joined=30.0, c0=16.0), "1": _site(9, 9, 2, 0, 2, 0, 3)}}
+    for r in res["site"].values():
+        r["runs"]["d"]["cpu_s"] = 1.0
+    text = scale.render_site(res)
+    assert "| (c0) site.yml, gate off: all joined (GCS), s | n/a | 16.0 |" in text
+    assert "| (c0) controller CPU, s | n/a | 5.0 |" in text
+
+
+def test_the_model_fitted_on_100_and_300_predicts_1000():
+    res = _health_with_mix()
+    res["health"] = {
+        str(n): {"cases": {"0": dict(run(20.0 + 1.9 * n, 4 + 1.6 * n, 250 + 1.0 * n, 5 + 3.7 * n), bad=[], pairs=None)}}
+        for n in (100, 300, 1000)
+    }
+    res["health"]["1000"]["cases"]["mix"] = {"mix": {"2": "dead"}, "wall_s": 5000.0, "cpu_s": 9999.0}
+    rows = [r for r in scale.check_model(res, host_cores=2) if r["play"] == "health"]
+    assert {r["n"] for r in rows} == {1000} and rows[0]["fitted_on"] == [100, 300]
+    cpu = {r["quantity"]: r for r in rows}["cpu_s"]
+    assert cpu["predicted"] == pytest.approx(1604) and cpu["measured"] == pytest.approx(1604)  # not the mix's
+    table = scale.render_check(res, 2)
+    assert "| health.yml (healthy) | 1000 | 100, 300 | controller CPU, s | 1604.0 | 1604.0 | +0% |" in table
+
+
+def test_log_watch_fires_once_on_the_first_matching_line(tmp_path):
+    path = tmp_path / "run.log"
+    fired = []
+    watch = scale.LogWatch(str(path), scale.NODE_PLAY, lambda: fired.append(1), poll=0.01).start()
+    time.sleep(0.05)  # no file yet: it waits
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("PLAY [Validate the raygate inventory (controller only, no host is contacted)] ***\n")
+        f.flush()
+        time.sleep(0.05)
+        assert not fired
+        f.write("PLAY [Check the health")  # half a line is not a line yet
+        f.flush()
+        time.sleep(0.05)
+        assert not fired
+        f.write(" of every node] *****\nPLAY [Check the health of every node] again\n")
+    deadline = time.monotonic() + 5
+    while not fired and time.monotonic() < deadline:
+        time.sleep(0.01)
+    watch.stop()
+    assert fired == [1] and watch.fired is not None
+
+
+def test_log_watch_stops_without_a_match(tmp_path):
+    watch = scale.LogWatch(str(tmp_path / "never.log"), scale.NODE_PLAY, lambda: None, poll=0.01).start()
+    watch.stop()
+    assert watch.fired is None and not watch.thread.is_alive()
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _Result:
+    def __init__(self, host, task, result):
+        self._host, self._task, self._result = _Named(host), _Named(task), result
+
+
+def test_the_recording_callback_marks_when_each_host_was_found(tmp_path, monkeypatch):
+    sys.path.insert(0, os.path.join(ROOT, "bench", "callback_plugins"))
+    try:
+        import raygate_bench  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    clock = iter([100.0, 101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0])
+    monkeypatch.setattr(raygate_bench.time, "time", lambda: next(clock))
+    cb = raygate_bench.CallbackModule()
+    check = "Check the GPUs, their links and the fabric"
+    cb.v2_runner_on_unreachable(_Result("node2", check, {"unreachable": True}))  # 100
+    cb.v2_runner_on_ok(_Result("node5", check, {"healthy": False}))  # 101
+    cb.v2_runner_on_ok(_Result("node5", check, {"healthy": False}))  # not again
+    cb.v2_runner_on_failed(_Result("node6", "probe", {}), ignore_errors=True)  # 102
+    cb.v2_runner_on_failed(_Result("node6", "step", {}))  # 103
+    pairs = {"nodes": {"198.18.0.18": {"verdict": "fail"}, "198.18.0.19": {"verdict": "pass"}}}
+    cb.v2_runner_on_ok(_Result("node1", "pairs", pairs))  # 104
+    cb.v2_runner_on_ok(_Result("node2", "leave", {"ansible_facts": {"raygate_out": {"status": "unreachable"}}}))  # 105
+    cb.v2_runner_on_ok(_Result("node3", "fine", {"healthy": True, "ansible_facts": {"x": 1}}))
+    out = tmp_path / "tasks.json"
+    monkeypatch.setenv("RAYGATE_BENCH_TASKS_OUT", str(out))
+    cb.v2_playbook_on_stats(None)
+    marks = json.loads(out.read_text())["marks"]
+    assert marks == {
+        "node2": {"unreachable": {"at": 100.0, "task": check}, "out": {"at": 105.0, "task": "leave"}},
+        "node5": {"unhealthy": {"at": 101.0, "task": check}},
+        "node6": {"ignored": {"at": 102.0, "task": "probe"}, "failed": {"at": 103.0, "task": "step"}},
+        "198.18.0.18": {"pair": {"at": 104.0, "task": "pairs"}},
+    }

@@ -2595,14 +2595,15 @@ TOOLS = {
 
 
 def slow_delay(gpu, took):
-    """Seconds a tool that took ``took`` seconds waits before it exits, so that it took ``times`` as
-    long in all (the ``slow`` fault of the normalized ``gpu``); 0 without it."""
+    """Seconds a tool whose own work took ``took`` seconds waits before it exits, so that it takes
+    ``times`` as long in all (the ``slow`` fault of the normalized ``gpu``); 0 without it. The
+    caller gives the CPU time of the work, which a busy host does not inflate as it does wall time."""
     slow = faults_of(gpu, "slow")
     return took * (slow[0]["times"] - 1) if slow else 0.0
 
 
 def run_tool(name, argv):
-    start = time.monotonic()
+    start = time.process_time()
     try:
         return TOOLS[name](argv)
     except GpuScenarioError as exc:
@@ -2612,7 +2613,7 @@ def run_tool(name, argv):
         return 141
     finally:
         try:
-            delay = slow_delay(normalize_gpu(local_scenario().get("gpu")), time.monotonic() - start)
+            delay = slow_delay(normalize_gpu(local_scenario().get("gpu")), time.process_time() - start)
         except GpuScenarioError:
             delay = 0.0
         if delay:

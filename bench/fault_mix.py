@@ -18,7 +18,7 @@ Seven kinds of fault, spread over the workers (never node1, the head):
 The flaky and the slow node stay usable: their checks pass, later. The other five must be left
 out, each with its own reason. ``judge`` says what a run got wrong against that, so that the fault
 suite (30 nodes, one of each: tests/integration/faults/test_fleet_mix.py) asserts it and
-bench/scale.py (5% of 1,000) records it. Only the standard library: the tests import it too.
+bench/scale.py (5% of 1,000) records it. The tests import it too, with bench/ on their path.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+
+import bringup
 
 KINDS = ("dead", "dark", "flaky", "slow", "hung", "xid", "uplink")
 USABLE = ("flaky", "slow")
@@ -48,10 +50,8 @@ FLAKY_RULES = (
 FLAKY_UNDO = "nft delete table inet sandbox_flaky"
 
 
-def ip(index):
-    """sandbox.sh's address plan: node i at the (10+i)th address of 198.18.0.0."""
-    k = 10 + index
-    return "198.18.%d.%d" % (k // 256, k % 256)
+# sandbox.sh's address plan, as the bench already follows it.
+ip = bringup.node_ip
 
 
 def assign(n, count):

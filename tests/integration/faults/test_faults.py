@@ -453,10 +453,13 @@ def starting(index):
     return lambda: node(index, "pgrep -f '[b]in/ray start' || pgrep -x gcs_server || pgrep -x raylet")[1].strip() != ""
 
 
+# Each signal once and each place once: SIGKILL (no handler runs) during the head's background
+# start, SIGINT (Ansible's own stop) during the workers'. The other two pairings cost CI about 3
+# minutes and reach no code path these two miss: the next run judges the nodes, not the signal.
 @pytest.mark.parametrize(
     "sig,where",
-    [(signal.SIGINT, "head"), (signal.SIGKILL, "head"), (signal.SIGINT, "workers"), (signal.SIGKILL, "workers")],
-    ids=["sigint-head", "sigkill-head", "sigint-workers", "sigkill-workers"],
+    [(signal.SIGKILL, "head"), (signal.SIGINT, "workers")],
+    ids=["sigkill-head", "sigint-workers"],
 )
 def test_interrupted_run_converges_on_the_next(cluster, sig, where):
     rc, out, took, seen = play(cluster, "teardown.yml")
@@ -501,9 +504,12 @@ def test_changed_auth_token_is_refused_then_rotated(cluster):
     assert raylets() == before
     rc, on_node = node(2, "cat /etc/raygate/auth_token")
     assert on_node.strip() != token
-    rc, out, recover, seen = play(
-        cluster, "site.yml", "-e", "raygate_auth_token=" + token, "-e", "raygate_rotate_token=true"
-    )
+    # The operator puts the new token in the inventory's token file and rotates: the cluster and
+    # the inventory then agree, for the tests after this one.
+    token_file = os.path.join(cluster["base"], "token")
+    with open(token_file, "w") as fh:
+        fh.write(token + "\n")
+    rc, out, recover, seen = play(cluster, "site.yml", "-e", "raygate_rotate_token=true")
     assert rc == 0, out[-4000:]
     assert token not in out
     after = raylets()
@@ -511,9 +517,6 @@ def test_changed_auth_token_is_refused_then_rotated(cluster):
     for index in NODES:
         assert node(index, "cat /etc/raygate/auth_token")[1].strip() == token
     assert wait_alive(sorted(NODES.values()))
-    # And back to the inventory's own token, for the tests after this one.
-    rc, out, took, seen = play(cluster, "site.yml", "-e", "raygate_rotate_token=true")
-    assert rc == 0, out[-4000:]
     record(cluster, "the inventory holds another auth token than the running cluster",
            "preflight refuses before any change; `-e raygate_rotate_token=true` restarts every node on the new one",
            detect, recover, "nothing changed when refused")  # fmt: skip

@@ -9,7 +9,7 @@ Two clusters, one after the other (each class owns the sandbox while it runs):
   runs on a worker are started, then `kill -9` of the head's `gcs_server`: one `site.yml`
   restarts the head only; the actor answers with its state, the job succeeds, every worker keeps
   its raylet PID. A wrong password and an unreachable Redis fail before anything changes.
-  upgrade.yml moves to a fresh namespace and back. Teardown removes Redis and its data.
+  upgrade.yml moves to a fresh namespace. Teardown removes Redis and its data.
 - `TestSystemd`, 2 systemd nodes: the same fault heals without any playbook (the unit restarts
   the head), and so does a reboot of the head (`sandbox.sh reboot 1`).
 
@@ -346,7 +346,9 @@ class TestProcess:
         assert "%s:6399" % HEAD in error and "refused" in error, error
         assert raylets((1, 2, 3)) == before
 
-    def test_upgrade_moves_to_a_fresh_namespace_and_back(self, cluster):
+    def test_upgrade_moves_to_a_fresh_namespace(self, cluster):
+        # One way only: the way back is the same code with the versions swapped, and cost CI a
+        # second rolling restart of every node.
         with open(os.path.join(cluster["base"], "cluster_id")) as fh:
             prefix = "raygate-%s-" % fh.read().strip()
         rc, out, took = play(cluster, "upgrade.yml", "-e", "raygate_ray_version=" + OTHER)
@@ -354,12 +356,10 @@ class TestProcess:
         assert prefix + "ray-%s-py3.11" % OTHER in namespaces(cluster)
         # The new version's cluster does not see the old one's actor.
         assert actor_state() is None
-        rc, out, took = play(cluster, "upgrade.yml", "-e", "raygate_ray_version=2.60.0")
-        assert rc == 0, out[-4000:]
         rc, env = node(
             1, "tr '\\0' '\\n' </proc/$(pgrep -x gcs_server)/environ | grep ^RAY_external_storage_namespace="
         )
-        assert env.strip() == "RAY_external_storage_namespace=%sray-2.60.0-py3.11" % prefix, env
+        assert env.strip() == "RAY_external_storage_namespace=%sray-%s-py3.11" % (prefix, OTHER), env
 
     def test_teardown_removes_redis_and_its_data(self, cluster):
         rc, out, took = play(cluster, "teardown.yml")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 
 import bringup
 
@@ -162,3 +163,35 @@ def write_scenarios(workdir):
             json.dump(spec, fh)
         paths[kind] = path
     return paths
+
+
+def _sandbox(*args):
+    proc = bringup.run([bringup.SANDBOX, *args], check=False, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError("sandbox.sh %s failed (rc=%d): %s" % (" ".join(args), proc.returncode, proc.stderr[-2000:]))
+    return proc
+
+
+def apply(mix, workdir, ansible, inventory, env, wait=60):
+    """Put every fault of ``mix`` (index -> kind) on the sandbox's nodes but the dark ones' (they
+    go dark once a run has started, with ``link_command``): the scenarios, the flaky nodes' nft
+    rule, then an ``ansible -m ping`` over ``inventory`` that leaves Ansible's persisted connections
+    (as a run a minute before would), then the dead nodes' sshd killed, waited on until each
+    refuses SSH. What the fault suite's 30 nodes and bench/scale.py's 1,000 both do. Returns the
+    ping's process (exit status 0 when every node answered it); raises RuntimeError naming what
+    failed."""
+    paths = write_scenarios(workdir)
+    of = lambda *kinds: [i for i, kind in sorted(mix.items()) if kind in kinds]  # noqa: E731
+    for i in of(*SCENARIOS):
+        _sandbox("scenario", str(i), paths[mix[i]])
+    for i in of("flaky"):
+        _sandbox("exec", str(i), "bash", "-c", FLAKY_RULES)
+    ping = bringup.run([ansible, "-i", inventory, "ray_cluster", "-m", "ansible.builtin.ping"], check=False, env=env)
+    for i in of("dead"):
+        bringup.run([bringup.SANDBOX, "exec", str(i), "pkill", "-x", "sshd"], check=False)
+    deadline = time.monotonic() + wait
+    while not all(refuses_ssh(i) for i in of("dead")):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the dead nodes %s still accept SSH after %ss" % (of("dead"), wait))
+        time.sleep(1)
+    return ping

@@ -1146,26 +1146,14 @@ class MixCase:
         return bringup.run([SANDBOX, "exec", str(i), "bash", "-c", command], check=False).returncode
 
     def prepare(self):
-        """Every fault but the dark nodes'; the exit status of the ping."""
-        paths = fault_mix.write_scenarios(self.dir)
-        for i in self.of(*fault_mix.SCENARIOS):
-            self.scale.sandbox("scenario", str(i), paths[self.mix[i]])
-        for i in self.of("flaky"):
-            if self.on_node(i, fault_mix.FLAKY_RULES) != 0:
-                raise SystemExit("scale: node%d: the flaky rule did not go in" % i)
-        args = self.scale.args
-        ansible = os.path.join(os.path.dirname(args.ansible_playbook), "ansible")
+        """Every fault but the dark nodes' (fault_mix.apply); the exit status of its ping."""
+        ansible = os.path.join(os.path.dirname(self.scale.args.ansible_playbook), "ansible")
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
         env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
-        ping = bringup.run([ansible, "-i", self.inv, "ray_cluster", "-m", "ansible.builtin.ping"], check=False, env=env)
-        for i in self.of("dead"):
-            self.on_node(i, "pkill -x sshd")
-        deadline = time.monotonic() + 60
-        while not all(fault_mix.refuses_ssh(i) for i in self.of("dead")):
-            if time.monotonic() > deadline:
-                raise SystemExit("scale: the dead nodes %s still accept SSH" % self.of("dead"))
-            time.sleep(1)
-        return ping.returncode
+        try:
+            return fault_mix.apply(self.mix, self.dir, ansible, self.inv, env).returncode
+        except RuntimeError as exc:
+            raise SystemExit("scale: the fault mix at N=%d: %s" % (self.n, exc)) from exc
 
     def go_dark(self):
         for i in self.of("dark"):

@@ -20,7 +20,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, node, run, scratch_inventory, wait_until
+from conftest import ROOT, SANDBOX, VENV_BIN, needs_root, run, scratch_inventory
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import fault_mix  # noqa: E402
@@ -57,25 +57,20 @@ def fleet(tmp_path_factory):
 
 def prepare(fleet):
     """Every fault but the dark node's, which goes dark once the run has started."""
-    paths = fault_mix.write_scenarios(fleet["base"])
-    for kind in fault_mix.SCENARIOS:
-        rc, out = run([SANDBOX, "scenario", str(BY_KIND[kind]), paths[kind]], timeout=120)
-        assert rc == 0, out
-    rc, out = node(BY_KIND["flaky"], fault_mix.FLAKY_RULES)
-    assert rc == 0, out
-    # Ansible's control connections to every node, as a run a minute before leaves them.
-    rc, out = run([os.path.join(VENV_BIN, "ansible"), "-i", fleet["inv"], "ray_cluster", "-m", "ansible.builtin.ping"])
-    assert rc == 0, out[-3000:]
-    dead = BY_KIND["dead"]
-    node(dead, "pkill -x sshd")
-    wait_until("node%d refuses SSH" % dead, lambda: fault_mix.refuses_ssh(dead), timeout=60)
+    ping = fault_mix.apply(MIX, fleet["base"], os.path.join(VENV_BIN, "ansible"), fleet["inv"], playbook_env())
+    assert ping.returncode == 0, ping.stdout[-3000:] + ping.stderr[-3000:]
+
+
+def playbook_env():
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+    return env
 
 
 def health_run(fleet):
     """health.yml; the dark node's link goes down when the node play starts. (rc, output)."""
     args = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", fleet["inv"], os.path.join(ROOT, "health.yml")]
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+    env = playbook_env()
     start = time.monotonic()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
                             stdin=subprocess.DEVNULL)  # fmt: skip

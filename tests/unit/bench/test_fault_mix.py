@@ -106,3 +106,37 @@ def test_each_requirement_missed_is_said(kind, words):
     report, healthy, summary = _spoil(kind)
     problems = fault_mix.judge(MIX, 30, copy.deepcopy(report), healthy, summary, 10)
     assert any(words in p for p in problems), problems
+
+
+class FakeProc:
+    def __init__(self, returncode=0):
+        self.returncode, self.stdout, self.stderr = returncode, "", ""
+
+
+def test_apply_puts_the_faults_in_order_and_kills_sshd_only_after_the_ping(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(cmd, check=True, **kw):
+        calls.append(cmd)
+        return FakeProc()
+
+    monkeypatch.setattr(fault_mix.bringup, "run", fake_run)
+    monkeypatch.setattr(fault_mix, "refuses_ssh", lambda i: any("pkill" in c for c in calls))
+    mix = {3: "dead", 5: "flaky", 7: "xid", 9: "dark"}
+    ping = fault_mix.apply(mix, tmp_path, "/venv/bin/ansible", "/inv", {})
+    assert ping.returncode == 0
+    words = [" ".join(c[1:4]) if c[0] == fault_mix.bringup.SANDBOX else c[0] for c in calls]
+    assert words == [
+        "scenario 7 " + str(tmp_path / "fault-mix-xid.json"),
+        "exec 5 bash",
+        "/venv/bin/ansible",
+        "exec 3 pkill",
+    ]
+    assert not any("9" in c for c in calls if c[0] == fault_mix.bringup.SANDBOX), "the dark node is touched later"
+
+
+def test_apply_says_which_dead_nodes_still_answer(monkeypatch, tmp_path):
+    monkeypatch.setattr(fault_mix.bringup, "run", lambda cmd, check=True, **kw: FakeProc())
+    monkeypatch.setattr(fault_mix, "refuses_ssh", lambda i: False)
+    with pytest.raises(RuntimeError, match=r"\[4\] still accept SSH"):
+        fault_mix.apply({4: "dead"}, tmp_path, "ansible", "/inv", {}, wait=0)

@@ -181,7 +181,10 @@ def apply(mix, workdir, ansible, inventory, env, wait=60):
     ping's process (exit status 0 when every node answered it); raises RuntimeError naming what
     failed."""
     paths = write_scenarios(workdir)
-    of = lambda *kinds: [i for i, kind in sorted(mix.items()) if kind in kinds]  # noqa: E731
+
+    def of(*kinds):
+        return [i for i, kind in sorted(mix.items()) if kind in kinds]
+
     for i in of(*SCENARIOS):
         _sandbox("scenario", str(i), paths[mix[i]])
     for i in of("flaky"):

@@ -125,7 +125,7 @@ def _make_var(text, name):
 def _tested_minors():
     """The ansible-core minors that `make compat-all` and `make fast` run the units on:
     COMPAT_VERSIONS (make compat), the one pinned in requirements-dev.txt (.venv: make fast) and
-    NEXT_CORE_VERSIONS (compat-next). `make test` takes the two ends of them and .venv's."""
+    NEXT_CORE_VERSIONS (compat-next). `make test` takes the two ends of them."""
     with open(os.path.join(ROOT, "Makefile")) as fh:
         make = fh.read()
     with open(os.path.join(ROOT, "requirements-dev.txt")) as fh:

@@ -189,7 +189,7 @@ integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $
 	$(SUITE_PYTEST) tests/integration/faults
 	$(SUITE_PYTEST) tests/integration/slurm
 	$(SUITE_PYTEST) tests/integration/health
-	$(SUITE_PYTEST) tests/integration/gcsft
+	$(SUITE_PYTEST) tests/integration/gcsft -k 'not TestSystemd'
 	$(SUITE_PYTEST) tests/integration/watch
 
 .PHONY: watch
@@ -212,7 +212,11 @@ systemd: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHE
 slurm: bootstrap wheelhouse  ## Slurm suite on a 3-node sandbox with a real Slurm: drain, resume, allocation inventory (root, ~4 min)
 	$(BIN)/pytest -q tests/integration/slurm
 
-# The last suite of `integration` (issue 18), about 12 minutes.
+# GCS fault tolerance (issue 18). `make integration` (so CI) runs its process-supervised half only:
+# the systemd half (TestSystemd: a second, systemd sandbox, about 6 minutes on a slow 2-core
+# machine) runs here: the clean-clone CI of 2026-11-27 on such a machine (yardstick 0.13 s) was on
+# course for about 95 minutes with it, past CI's 90-minute cut-off. The systemd suite keeps a killed
+# head's recovery under systemd, and TestProcess the Redis-backed GCS's.
 .PHONY: gcsft
 gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS fault tolerance: kill -9 of gcs_server and a head reboot lose no actor, job or worker (root)
 	$(BIN)/pytest -q tests/integration/gcsft

@@ -384,23 +384,6 @@ def test_unreachable_worker_is_left_out_and_named(cluster):
            detect, recover, "nothing")  # fmt: skip
 
 
-def test_dark_node_over_a_persisted_connection_does_not_hang(cluster):
-    # The first run leaves Ansible's ControlPersist master to node3 open; then node3 goes dark.
-    rc, out, took, seen = play(cluster, "site.yml")
-    assert rc == 0, out[-4000:]
-    link(3, False)
-    try:
-        rc, out, took, detect = play(cluster, "site.yml", watch=r"fatal: \[node3\]: UNREACHABLE")
-        assert rc == 0, out[-4000:]
-        assert detect is not None, out[-4000:]
-        assert summary(cluster, "site")["out"]["node3"]["status"] == "unreachable"
-    finally:
-        link(3, True)
-    recover = heal(cluster)
-    record(cluster, "worker goes dark (link down) with Ansible's SSH control connection open",
-           "SSH keepalives end the dead connection; left out as `unreachable`", detect, recover, "nothing")  # fmt: skip
-
-
 def test_head_gcs_crash_heals_in_one_run(cluster):
     before = raylets()
     rc, out = node(1, "pkill -9 -x gcs_server")

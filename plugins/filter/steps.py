@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.raygate.cluster.plugins.module_utils import steps
+from ansible_collections.raygate.cluster.plugins.module_utils import step_runner, steps
+
+# The gate's node checks (gate_node_checks) answer under step_results too.
+KNOWN = list(steps.STEPS) + ["gpu_health", "nccl_test"]
 
 
 def step_result(answer, name):
     """The answer of step ``name`` in a registered result of node_steps or of that step's module."""
-    if name not in steps.STEPS:
-        raise AnsibleFilterError("step_result: unknown step %r; known: %s" % (name, ", ".join(steps.ORDER)))
-    return steps.step_result(answer, name)
+    if name not in KNOWN:
+        raise AnsibleFilterError("step_result: unknown step %r; known: %s" % (name, ", ".join(KNOWN)))
+    return step_runner.step_result(answer, name)
 
 
 class FilterModule:

@@ -18,7 +18,7 @@ GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
 # Pinned, so what "introspected" means (its introspect.py) changes only when this line does.
 ANSIBLE_BUILDER_VERSION=${ANSIBLE_BUILDER_VERSION:-3.2.0}
 MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
-  health_report node_steps run_summary slurm_gate gcs_redis)
+  health_report node_steps gate_node_checks run_summary slurm_gate gcs_redis)
 FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member)
 PLAYBOOKS=(site health health_merge teardown)
 

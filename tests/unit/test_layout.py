@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLUGINS = os.path.join(ROOT, "plugins")
 MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 # The common part: command runner, files, waiter, the check-result model, the step runner.
-COMMON = {"__init__.py", "_runner.py", "files.py", "waiter.py", "checks.py", "steps.py"}
+COMMON = {"__init__.py", "_runner.py", "files.py", "waiter.py", "checks.py", "steps.py", "step_runner.py"}
 PACKAGES = {"node", "gate", "net"}
 DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 MODULE_CODE_LINES = 40

@@ -7,10 +7,10 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.raygate.cluster.plugins.module_utils import steps
+from ansible_collections.raygate.cluster.plugins.module_utils import step_runner
 from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
-from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepFailed, StepModule, run_step
+from ansible_collections.raygate.cluster.plugins.module_utils.step_runner import StepFailed, StepModule, run_step
 
 SPEC = dict(
     name=dict(type="str", required=True),
@@ -215,5 +215,5 @@ def test_no_log_values_reach_into_suboptions_and_lists():
         },
     }
     params = {"token": "t0k", "plain": "seen", "backends": [{"password": "pw1", "host": "h"}, {"host": "h2"}]}
-    assert steps.no_log_values(spec, params) == {"t0k", "pw1"}
-    assert steps.no_log_values(spec, {"token": None, "plain": "x"}) == set()
+    assert step_runner.no_log_values(spec, params) == {"t0k", "pw1"}
+    assert step_runner.no_log_values(spec, {"token": None, "plain": "x"}) == set()

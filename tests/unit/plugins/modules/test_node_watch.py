@@ -9,7 +9,12 @@ import time
 import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import watch_step
-from ansible_collections.raygate.cluster.plugins.module_utils.steps import StepExit, StepFailed, StepModule, validate
+from ansible_collections.raygate.cluster.plugins.module_utils.step_runner import (
+    StepExit,
+    StepFailed,
+    StepModule,
+    validate,
+)
 
 SETTINGS = {"interval": 60, "role": "worker", "node_ip": "10.0.0.3", "head_ip": "10.0.0.1", "gcs_port": 6379}
 

@@ -18,8 +18,9 @@ description:
   - Steps that are not given do not run; the given ones run in the order of O(order).
   - All input problems (a step missing from O(order), a token inside O(ray_node)) fail the
     task before any step runs. A step's own options are validated when its turn comes.
-  - The role uses it only where one node needs several steps at once - the read-only preflight
-    (all four, in check mode, every problem reported) and taking a node out (Ray, firewall, NCCL
+  - The role uses it where one node needs several steps at once - the read-only preflight
+    (all four, in check mode, every problem reported), site.yml's install, NCCL environment and
+    firewall (those the preflight found to do) and taking a node out (Ray, firewall, NCCL
     environment) - where it saves a round trip and a Python start per step, about 1.5 s a node on
     a re-run. Every single-step task calls its own module.
 requirements:

@@ -70,5 +70,5 @@ def test_bad_input_stops_before_any_change(pristine, extra, expected):
     assert before.rsplit("TASK [", 1)[-1].split("]")[0] == (
         "raygate.cluster.raygate : Check the install, the port plan, the NCCL environment and the firewall of this node"
     )
-    # Stopped in preflight (one read-only call per node): the install task never ran.
-    assert "TASK [raygate.cluster.raygate : Pinned Ray in a versioned virtualenv" not in out, out
+    # Stopped in preflight (one read-only call per node): the install's call never ran.
+    assert "TASK [raygate.cluster.raygate : Install, NCCL environment and firewall, present" not in out, out

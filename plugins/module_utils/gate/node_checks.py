@@ -11,6 +11,7 @@ answers under ``step_results`` (so the step_result filter reads either shape).
 
 from __future__ import annotations
 
+from ansible_collections.raygate.cluster.plugins.module_utils.checks import verdict as verdict_of
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_health_step, nccl_runner
 from ansible_collections.raygate.cluster.plugins.module_utils.step_runner import StepFailed, run_step
 
@@ -66,7 +67,7 @@ def run(module):
 
 
 def overall(results):
-    """The node's verdict over both steps: the worst of those that ran (fail, warn, pass)."""
-    verdicts = [r.get("verdict") for r in results.values() if not r.get("skipped")]
-    verdict = next((v for v in ("fail", "warn") if v in verdicts), "pass")
+    """The node's verdict over both steps: the worst of those that ran (fail, warn, pass), as
+    checks.verdict judges a node's checks."""
+    verdict = verdict_of([{"status": r.get("verdict")} for r in results.values() if not r.get("skipped")])
     return {"verdict": verdict, "healthy": verdict != "fail"}

@@ -64,10 +64,11 @@ def test_every_entry_point_a_playbook_imports_has_a_spec():
 
 
 def test_the_reach_follows_imports_and_derived_variables():
-    # gate.yml imports leave.yml and gate_verdict.yml (which imports slurm.yml); the gpu_health call
-    # takes its options from raygate_gpu_health_args, which names raygate_health_kernel_deny.
+    # gate.yml imports gate_report.yml and gate_verdict.yml (which includes slurm.yml); the node checks
+    # take their options from raygate_gpu_health_args, which names raygate_health_kernel_deny.
     files = entry_specs.task_files("gate.yml")
-    assert {"leave.yml", "gate_verdict.yml", "slurm.yml"} <= set(files)
+    assert {"gate_report.yml", "gate_verdict.yml", "slurm.yml"} <= set(files)
+    assert "head_early_stop.yml" not in files  # site.yml's own (gate_run.yml)
     reached = entry_specs.reached_names("gate.yml")
     assert {"raygate_health_kernel_deny", "raygate_slurm"} <= reached
     assert "raygate_upgrade_rollback" not in entry_specs.reached_names("validate.yml")

@@ -180,7 +180,9 @@ class ActionModule(ActionBase):
             required_one_of=REQUIRED_ONE_OF,
             required_by=REQUIRED_BY,
         )[1]
-        hostvars = (task_vars or {}).get("hostvars", {})
+        # Each host's variables read once; the pair tests' result (one for all hosts) once in all.
+        names = args.get("answers") if isinstance(args.get("answers"), dict) else {}
+        hostvars = an.ReadOnce((task_vars or {}).get("hostvars", {}), shared=[names.get("nccl_pairs")])
         try:
             check_mode = bool(self._task.check_mode)
             result.update(make_report(args, time.time(), check_mode=check_mode, hostvars=hostvars))

@@ -48,7 +48,8 @@ class ActionModule(ActionBase):
             answers = an.check(args["answers"], an.RUN)
         except ValueError as exc:
             raise AnsibleActionFail("run_summary: %s" % exc) from exc
-        hostvars = (task_vars or {}).get("hostvars", {})
+        # Each host's variables read once; the health report (one for all hosts) once in all.
+        hostvars = an.ReadOnce((task_vars or {}).get("hostvars", {}), shared=[answers["health"]])
         hvs = {h: hostvars.get(h, {}) for h in args["hosts"]}
         nodes = [self._node(h, hvs[h], args["head"], answers) for h in args["hosts"]]
         silent = [n for n in nodes if not n["ok"] and not n["out"]]

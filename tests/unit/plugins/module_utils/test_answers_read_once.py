@@ -35,7 +35,7 @@ def hostvars(n, reads):
 def test_each_variable_of_each_host_is_read_once():
     reads = {}
     view = an.ReadOnce(hostvars(3, reads))
-    for _ in range(4):
+    for _round in range(4):
         assert view["h1"]["status"] == "checked"
         assert view["h1"].get("status") == "checked"
     assert reads == {"status": 1}

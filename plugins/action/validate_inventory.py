@@ -10,6 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.raygate.cluster.plugins.plugin_utils import role_spec
 from ansible_collections.raygate.cluster.plugins.plugin_utils.inventory import PURPOSES, root_warning, validate
 
 # Variables read per host, without their raygate_ prefix.
@@ -56,8 +57,11 @@ class ActionModule(ActionBase):
         groups = task_vars.get("groups", {})
         heads = list(groups.get(head_group, []))
         workers = list(groups.get(worker_group, []))
+        # The role's argument spec, once for every node (site.yml's import no longer checks it per node).
+        errors = role_spec.check_hosts(role_spec.load_options(), task_vars["hostvars"], heads + workers)
         hostvars = {h: self._host_values(task_vars["hostvars"][h], h, defaults) for h in set(heads + workers)}
-        errors, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"], args["purpose"])
+        more, summary = validate(head_group, heads, workers, hostvars, args["pair_partner"], args["purpose"])
+        errors += more
         result.update(changed=False, errors=errors, cluster=summary)
         warning = root_warning(summary["runs_as_root"]) if args["purpose"] == "cluster" else None
         if warning:

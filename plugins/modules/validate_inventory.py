@@ -18,6 +18,10 @@ description:
     or newer; the V(default) extra; explicit CPU, GPU and memory amounts (with O(purpose=gate),
     the GPU count only); one port plan for the whole cluster, valid on its own (range, overlaps,
     worker range size, a second cluster's offset disjoint from the first).
+  - Every C(raygate_*) variable that a node's inventory or the extra variables set is checked
+    against the raygate role's argument spec (its type and choices), once for all nodes; one
+    message per mistake names the nodes that share it. The role's own per-host argument
+    validation is not run by the playbooks, which cost a task per node.
   - Host-side checks (ephemeral port range, ports already bound) are made by
     M(raygate.cluster.ray_node) in check mode, still before any change.
   - This is an action plugin; it runs on the controller only.

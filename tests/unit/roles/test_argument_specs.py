@@ -122,3 +122,32 @@ def test_internal_switches_carry_the_internal_prefix():
     public = [(f, n) for f, n in _switches() if not n.startswith("_raygate_") and n not in options]
     assert public == [], public
     assert ("site.yml", "_raygate_run_playbook") in _switches()
+
+
+def _role_imports(node):
+    """Every import_role / include_role task of the raygate role in a playbook's plays."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _role_imports(item)
+    elif isinstance(node, dict):
+        for key in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+            if key in node and node[key].get("name") == "raygate.cluster.raygate":
+                yield node[key]
+        for key in ("tasks", "block", "rescue", "always", "pre_tasks", "post_tasks"):
+            yield from _role_imports(node.get(key))
+
+
+def test_no_playbook_has_ansible_check_the_spec_on_every_node():
+    """validate_inventory checks every node's variables once (plugin_utils/role_spec.py). Ansible's own
+    role check is a task per node; it runs for an import whose tasks_from names an entry point of the
+    spec (as `main`, the default, does), and not for `tasks_from: <file>.yml`, a name no entry point has."""
+    specs = load("meta", "argument_specs.yml")["argument_specs"]
+    playbooks = os.path.join(ROLE, "..", "..", "playbooks")
+    checked = []
+    for name in sorted(os.listdir(playbooks)):
+        with open(os.path.join(playbooks, name)) as fh:
+            for args in _role_imports(yaml.safe_load(fh)):
+                entry = args.get("tasks_from", "main")
+                if entry in specs and args.get("rolespec_validate", True) is not False:
+                    checked.append((name, entry))
+    assert checked == [], "set rolespec_validate: false (validate_inventory checks the spec once): %s" % checked

@@ -124,3 +124,13 @@ def test_a_cluster_run_as_root_warns_once_naming_the_hosts():
 def test_a_bad_account_name_fails_naming_host_and_value():
     res = run_action({"defaults": dict(DEFAULTS, user="Ray Team")})
     assert res["failed"] is True and "host node1: raygate_user='Ray Team' is not a user name" in res["msg"]
+
+
+def test_a_variable_the_role_spec_refuses_fails_before_any_host_is_contacted():
+    plugin = plugin_for(action, "raygate.cluster.validate_inventory", {"defaults": DEFAULTS}, False)
+    bad = hostvars()
+    bad["node2"]["raygate_nccl_fabric"] = "ethernet"
+    res = plugin.run(task_vars={"groups": {"ray_head": ["node1"], "ray_workers": ["node2"]}, "hostvars": bad})
+    assert res["failed"] is True
+    wanted = "- node2: value of raygate_nccl_fabric must be one of: auto, efa, ib, roce, none, got: ethernet"
+    assert wanted in res["msg"]

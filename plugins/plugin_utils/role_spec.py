@@ -40,8 +40,10 @@ def load_options(path=SPEC_FILE):
     return options
 
 
-def _key(provided):
-    return json.dumps(provided, sort_keys=True, default=repr)
+def _shown(value):
+    """The value as the inventory wrote it, short enough for one line."""
+    text = json.dumps(value, sort_keys=True, default=repr)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _hosts(hosts):
@@ -53,18 +55,27 @@ def _hosts(hosts):
 def check_hosts(options, hostvars, hosts):
     """Errors for the raygate variables ``hosts`` set (``hostvars``: host -> its variables, a mapping
     that holds only what the inventory and the extra variables set) that ``options`` refuses. One
-    message per distinct mistake, naming its hosts; each distinct set of values is checked once."""
-    validator = ArgumentSpecValidator(options)
+    message per distinct mistake, naming its hosts, the variable and the value it was set to.
+
+    Each variable is checked on its own, so a message always belongs to one variable and one value
+    (Ansible's own wording names the value on some versions only), and each distinct value of a
+    variable is checked once however many nodes share it."""
+    validators = {}
     seen = {}
     by_message = {}
     for host in dict.fromkeys(hosts):
         hv = hostvars[host]
-        provided = {name: hv[name] for name in options if name in hv}
-        if not provided:
-            continue
-        key = _key(provided)
-        if key not in seen:
-            seen[key] = validator.validate(provided).error_messages
-        for message in seen[key]:
-            by_message.setdefault(message, []).append(host)
+        for name in options:
+            if name not in hv:
+                continue
+            value = hv[name]
+            shown = _shown(value)
+            key = (name, shown)
+            if key not in seen:
+                if name not in validators:
+                    validators[name] = ArgumentSpecValidator({name: options[name]})
+                found = validators[name].validate({name: value}).error_messages
+                seen[key] = ["%s is set to %s: %s" % (name, shown, message) for message in found]
+            for message in seen[key]:
+                by_message.setdefault(message, []).append(host)
     return ["%s: %s; %s" % (_hosts(where), message, FIX) for message, where in by_message.items()]

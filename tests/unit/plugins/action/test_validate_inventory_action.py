@@ -132,5 +132,8 @@ def test_a_variable_the_role_spec_refuses_fails_before_any_host_is_contacted():
     bad["node2"]["raygate_nccl_fabric"] = "ethernet"
     res = plugin.run(task_vars={"groups": {"ray_head": ["node1"], "ray_workers": ["node2"]}, "hostvars": bad})
     assert res["failed"] is True
-    wanted = "- node2: value of raygate_nccl_fabric must be one of: auto, efa, ib, roce, none, got: ethernet"
+    wanted = (
+        '- node2: raygate_nccl_fabric is set to "ethernet": '
+        "value of raygate_nccl_fabric must be one of: auto, efa, ib, roce, none, got: ethernet"
+    )
     assert wanted in res["msg"]

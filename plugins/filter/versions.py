@@ -10,22 +10,32 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import format_table, mismatches
 
 
-def version_mismatch_table(infos, level="patch", reference=None):
-    """A table of the hosts' Ray and Python versions when they differ, else ''."""
+def _rows(name, infos, level, reference):
     if not isinstance(infos, dict):
-        raise AnsibleFilterError("version_mismatch_table expects a dict of host -> {ray, python}")
+        raise AnsibleFilterError("%s expects a dict of host -> {ray, python}" % name)
     missing = sorted(host for host, info in infos.items() if not isinstance(info, dict))
     if missing:
         raise AnsibleFilterError("no version information for host(s) %s" % ", ".join(missing))
     try:
-        rows = mismatches(infos, level=level, reference=reference)
+        return mismatches(infos, level=level, reference=reference)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from exc
+
+
+def version_mismatch_table(infos, level="patch", reference=None):
+    """A table of the hosts' Ray and Python versions when they differ, else ''."""
+    rows = _rows("version_mismatch_table", infos, level, reference)
     if not rows:
         return ""
     return "Ray or Python versions differ between nodes; Ray would refuse to join them:\n" + format_table(rows, level)
 
 
+def version_mismatch_hosts(infos, level="patch", reference=None):
+    """The hosts whose Ray or Python version differs from the reference's (the table's rows with a
+    difference, in its order), else []: the nodes that leave the run, computed once as data."""
+    return [row["host"] for row in _rows("version_mismatch_hosts", infos, level, reference) if row["differs"]]
+
+
 class FilterModule:
     def filters(self):
-        return {"version_mismatch_table": version_mismatch_table}
+        return {"version_mismatch_table": version_mismatch_table, "version_mismatch_hosts": version_mismatch_hosts}

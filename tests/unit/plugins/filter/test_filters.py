@@ -4,7 +4,7 @@ from role_answers import ANSWERS
 
 from ansible_collections.raygate.cluster.plugins.filter.node_labels import health_labels
 from ansible_collections.raygate.cluster.plugins.filter.port_plan import plan_ports, port_plan
-from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_table
+from ansible_collections.raygate.cluster.plugins.filter.versions import version_mismatch_hosts, version_mismatch_table
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
 
@@ -47,6 +47,27 @@ def test_version_table_empty_when_equal_and_names_the_odd_one():
     assert table.startswith("Ray or Python versions differ between nodes")
     assert "node3  2.60.0  3.11.9  python" in table
     assert version_mismatch_table(odd, level="minor", reference="node1") == ""
+
+
+def test_version_hosts_are_the_tables_differing_rows_without_the_head():
+    infos = {
+        "head": {"ray": "2.60.0", "python": "3.11.2"},
+        "a": {"ray": "2.60.0", "python": "3.11.2"},
+        "b": {"ray": "2.59.0", "python": "3.11.2"},
+        "c": {"ray": "2.60.0", "python": "3.11.9"},
+    }
+    assert version_mismatch_hosts(infos, reference="head") == ["b", "c"]
+    # at the minor level only Ray's own version differs; with every node alike nobody leaves
+    assert version_mismatch_hosts(infos, level="minor", reference="head") == ["b"]
+    assert version_mismatch_hosts({h: infos["head"] for h in infos}, reference="head") == []
+    # the head differs from nobody: against the head, an odd head makes every other node differ
+    assert version_mismatch_hosts(dict(infos, head={"ray": "2.61.0", "python": "3.11.2"}), reference="head") == [
+        "a",
+        "b",
+        "c",
+    ]
+    with pytest.raises(AnsibleFilterError, match="version_mismatch_hosts expects a dict"):
+        version_mismatch_hosts(["head"])
 
 
 def test_version_table_rejects_missing_info():

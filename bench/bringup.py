@@ -442,16 +442,19 @@ class Bench:
             os.symlink(os.path.join(ROOT, "inventories", "sandbox", "group_vars"), link)
         return inv
 
-    def playbook(self, inv, name, record=None, extra_args=(), popen_kw=None, check=True, count_ssh=True):
+    def playbook(
+        self, inv, name, record=None, extra_args=(), popen_kw=None, check=True, count_ssh=True, extra_env=None
+    ):
         """Run playbook `name` on inventory `inv` and return its wall time in seconds. `record`:
         a path prefix for the callback's task JSON and (with `count_ssh`, which puts bench/ssh-count
         in front of ssh) the ssh log; `extra_args` go on the command line; `popen_kw` to
         subprocess.run (bench/scale.py: a preexec_fn that joins a cgroup); `check`: a failed run
-        ends the bench."""
+        ends the bench; `extra_env`: more environment for ansible-playbook."""
         env = dict(
             os.environ,
             ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
             ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"),
+            **(extra_env or {}),
         )
         if record:
             env.update(

@@ -175,6 +175,95 @@ def every_node_in(log_text):
     return re.search(r"site: every node is in \((\d+) of \1\)", log_text or "") is not None
 
 
+# What the controller's CPU went to before the first task (Ansible's start-up: imports, the
+# inventory, parsing the playbook) and after the last one, in a run's task profile.
+OUTSIDE_TASKS = "(outside any task: Ansible's start-up and end)"
+
+
+def task_label(task):
+    """A task as the profile names it: its name and, where the callback recorded it, its file and line."""
+    where = os.path.basename((task.get("path") or "").strip())
+    return "%s (%s)" % (task.get("name") or "?", where) if where else task.get("name") or "?"
+
+
+def task_cpu(tasks_doc, run_cpu_s=None):
+    """The controller's CPU of one run task by task, from the recording callback's document (its
+    tasks' `cpu_s`): [[label, cpu_s, host results]], tasks of the same name and place summed, in the
+    order they first ran, then OUTSIDE_TASKS (what `run_cpu_s`, the meter's total, holds beyond the
+    tasks), when given. None when the callback recorded no CPU."""
+    tasks = [t for t in (tasks_doc or {}).get("tasks") or [] if t.get("cpu_s") is not None]
+    if not tasks:
+        return None
+    rows = {}
+    for task in tasks:
+        row = rows.setdefault(task_label(task), [task_label(task), 0.0, 0])
+        row[1] += task["cpu_s"]
+        row[2] += task.get("hosts") or 0
+    out = [[label, round(cpu, 4), hosts] for label, cpu, hosts in rows.values()]
+    if run_cpu_s is not None:
+        out.append([OUTSIDE_TASKS, round(run_cpu_s - sum(row[1] for row in out), 4), 0])
+    return out
+
+
+def profile_points(results, play):
+    """{N: {label: cpu_s}} of one playbook's runs that carry a task profile (`site`: c, `rerun`: d,
+    `health`: the healthy case)."""
+    if play == "health":
+        runs = {n: r["cases"].get("0") for n, r in results.get("health", {}).items()}
+    else:
+        key = "c" if play == "site" else "d"
+        runs = {n: r["runs"].get(key) for n, r in results.get("site", {}).items()}
+    return {
+        int(n): {label: cpu for label, cpu, unused_hosts in run["task_cpu"]}
+        for n, run in runs.items()
+        if run and run.get("task_cpu")
+    }
+
+
+def profile_fits(results, play):
+    """Each task's controller CPU fitted over the sizes (a task a size did not run counts 0 there, so
+    the tasks' slopes add up to the run's): [(label, fit)], the largest cost per node first. None
+    with fewer than two sizes."""
+    points = profile_points(results, play)
+    if len(points) < 2:
+        return None
+    labels = list(dict.fromkeys(label for per in points.values() for label in per))
+    fits = [(label, fit_linear([(n, per.get(label, 0.0)) for n, per in points.items()])) for label in labels]
+    return sorted(fits, key=lambda item: -item[1]["b"])
+
+
+def render_profile(results, top=10):
+    """Per playbook, the tasks that cost the controller most per node (the fitted slope of each
+    task's CPU over the sizes), their fixed cost, and the rest together."""
+    parts = []
+    for play in ("site", "rerun", "health"):
+        fits = profile_fits(results, play)
+        if not fits:
+            continue
+        sizes_ = sorted(profile_points(results, play))
+        total = sum(fit["b"] for unused_label, fit in fits)
+        parts += [
+            "%s, fitted over N = %s: %.2f s per node in all, from %d tasks."
+            % (PLAYS[play], ", ".join(str(n) for n in sizes_), total, len(fits)),
+            "",
+            "| task (file:line) | per node, s | share | fixed, s |",
+            "|---|---|---|---|",
+        ]
+        for label, fit in fits[:top]:
+            share = fit["b"] / total if total > 0 else 0.0
+            parts.append("| %s | %.3f | %.0f%% | %.2f |" % (md_cell(label), fit["b"], 100 * share, fit["a"]))
+        rest = fits[top:]
+        if rest:
+            b = sum(fit["b"] for unused_label, fit in rest)
+            a = sum(fit["a"] for unused_label, fit in rest)
+            share = b / total if total > 0 else 0.0
+            parts.append("| the other %d tasks | %.3f | %.0f%% | %.2f |" % (len(rest), b, 100 * share, a))
+        parts.append("")
+    if not parts:
+        return "No run recorded the controller's CPU task by task (the callback needs the bench's cgroup).\n"
+    return "\n".join(parts)
+
+
 def bad_nodes(n, count):
     """Which nodes get the fault: `count` neighbours around the middle, never node1 (the head);
     three neighbours make the middle one meet only bad partners in the two rounds (a retest)."""
@@ -810,6 +899,7 @@ def render_doc(results, meta, plots):
     parts += ["", "### Targets (issue 27), from this run", "", render_targets(results, m.get("forks")), ""]
     parts += ["### site.yml on Ray nodes", "", render_site(results), ""]
     parts += ["### health.yml on light nodes", "", render_health(results), ""]
+    parts += ["### Where the controller's CPU goes, task by task", "", render_profile(results), ""]
     parts += ["### The fault mix", "", render_mix(results), ""]
     parts += ["### The sandbox itself", "", render_sandbox(results), ""]
     for name, title in (("scale", "time and controller CPU against N"), ("model", "projection to 1,000 nodes")):
@@ -948,11 +1038,20 @@ class Scale:
         self.method = meter.method
         record = os.path.join(self.work, tag)
         popen_kw = dict(meter.popen_kw(), **({"timeout": timeout} if timeout else {}))
+        # The callback reads the cgroup's CPU at each task's start: the controller's CPU task by task.
+        cpu_env = {"RAYGATE_BENCH_CPU_FILE": os.path.join(meter.dirs["cpuacct"], "cpuacct.usage")} if meter.dirs else {}
         meter.start(adopt=adopt)
         launched, t0 = time.time(), time.monotonic()
         try:
             wall = self.bench.playbook(
-                inv, playbook, record=record, extra_args=extra_args, popen_kw=popen_kw, check=check, count_ssh=False
+                inv,
+                playbook,
+                record=record,
+                extra_args=extra_args,
+                popen_kw=popen_kw,
+                check=check,
+                count_ssh=False,
+                extra_env=cpu_env,
             )
             rc, hung = self.bench.last_rc, False
         except subprocess.TimeoutExpired:  # ansible-playbook is killed; the meter ends the rest
@@ -965,6 +1064,9 @@ class Scale:
             out["tasks"] = json.loads(read(record + ".tasks.json"))
         except (OSError, ValueError):
             out["tasks"] = None
+        profile = task_cpu(out["tasks"], out.get("cpu_s"))
+        if profile:
+            out["task_cpu"] = profile
         if playbook == "site.yml":
             # The final wait starts whatever became of the nodes: a run that left some out
             # (degraded, rc 0) never had every node joined.

@@ -52,6 +52,18 @@ class CallbackModule(CallbackBase):
         self.current = None
         self.pairs = []
         self.marks = {}
+        self.cpu_file = os.environ.get("RAYGATE_BENCH_CPU_FILE")
+        self.cpu0 = self._cpu()
+
+    def _cpu(self):
+        """The run's controller CPU seconds so far (the cgroup's usage), or None."""
+        if not self.cpu_file:
+            return None
+        try:
+            with open(self.cpu_file, encoding="ascii") as handle:
+                return int(handle.read().strip()) / 1e9
+        except (OSError, ValueError):
+            return None
 
     def _mark(self, key, how, result):
         """The first time `key` (a host name or a pair test's address) was marked `how`."""
@@ -59,15 +71,26 @@ class CallbackModule(CallbackBase):
         if how not in per:
             per[how] = {"at": round(time.time(), 3), "task": result._task.get_name()}
 
-    def _close_task(self, now):
+    def _close_task(self, now, cpu):
         if self.current is not None:
             self.current["seconds"] = round(now - self.current.pop("_t0"), 3)
+            c0 = self.current.pop("_c0")
+            if cpu is not None and c0 is not None:
+                self.current["cpu_s"] = round(cpu - c0, 4)
             self.current = None
 
     def _start(self, task, kind):
-        now = time.monotonic()
-        self._close_task(now)
-        self.current = {"name": task.get_name(), "kind": kind, "_t0": now, "at": round(time.time(), 3), "hosts": 0}
+        now, cpu = time.monotonic(), self._cpu()
+        self._close_task(now, cpu)
+        self.current = {
+            "name": task.get_name(),
+            "path": task.get_path() or "",
+            "kind": kind,
+            "_t0": now,
+            "_c0": cpu,
+            "at": round(time.time(), 3),
+            "hosts": 0,
+        }
         self.tasks.append(self.current)
 
     def v2_playbook_on_task_start(self, task, is_conditional):
@@ -123,8 +146,8 @@ class CallbackModule(CallbackBase):
         self._mark(result._host.get_name(), "unreachable", result)
 
     def v2_playbook_on_stats(self, stats):
-        now = time.monotonic()
-        self._close_task(now)
+        now, cpu = time.monotonic(), self._cpu()
+        self._close_task(now, cpu)
         out = os.environ.get("RAYGATE_BENCH_TASKS_OUT")
         if not out:
             return
@@ -135,5 +158,7 @@ class CallbackModule(CallbackBase):
             "pairs": self.pairs,
             "marks": self.marks,
         }
+        if cpu is not None and self.cpu0 is not None:
+            doc["cpu_s"] = round(cpu - self.cpu0, 4)
         with open(out, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)

@@ -669,3 +669,105 @@ def test_the_recording_callback_marks_when_each_host_was_found(tmp_path, monkeyp
         "node6": {"ignored": {"at": 102.0, "task": "probe"}, "failed": {"at": 103.0, "task": "step"}},
         "198.18.0.18": {"pair": {"at": 104.0, "task": "pairs"}},
     }
+
+
+def _callback(monkeypatch, tmp_path, usage_ns):
+    """The recording callback with its CPU read from a fake cpuacct.usage whose value the test sets."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "callback_plugins"))
+    try:
+        import raygate_bench  # noqa: PLC0415
+    finally:
+        sys.path.pop(0)
+    usage = tmp_path / "cpuacct.usage"
+    usage.write_text("%d\n" % usage_ns)
+    monkeypatch.setenv("RAYGATE_BENCH_CPU_FILE", str(usage))
+    monkeypatch.setenv("RAYGATE_BENCH_TASKS_OUT", str(tmp_path / "tasks.json"))
+    return raygate_bench.CallbackModule(), usage
+
+
+class _Task:
+    def __init__(self, name, path):
+        self.name, self.path = name, path
+
+    def get_name(self):
+        return self.name
+
+    def get_path(self):
+        return self.path
+
+
+def test_the_callback_charges_each_task_the_cgroups_cpu_until_the_next_task(monkeypatch, tmp_path):
+    cb, usage = _callback(monkeypatch, tmp_path, 1_000_000_000)
+    usage.write_text("1500000000\n")  # Ansible's own start-up is not the first task's
+    cb.v2_playbook_on_task_start(_Task("Preflight", "/r/tasks/preflight.yml:3"), False)
+    usage.write_text("4000000000\n")
+    cb.v2_playbook_on_task_start(_Task("Leave the run", "/r/tasks/leave_now.yml:12"), False)
+    usage.write_text("4250000000\n")
+    cb.v2_playbook_on_stats(None)
+    doc = json.loads((tmp_path / "tasks.json").read_text())
+    assert [(t["name"], t["path"], t["cpu_s"]) for t in doc["tasks"]] == [
+        ("Preflight", "/r/tasks/preflight.yml:3", 2.5),
+        ("Leave the run", "/r/tasks/leave_now.yml:12", 0.25),
+    ]
+    assert doc["cpu_s"] == 3.25
+
+
+def test_without_a_cpu_file_the_callback_records_no_cpu(monkeypatch, tmp_path):
+    cb, unused_usage = _callback(monkeypatch, tmp_path, 0)
+    cb.cpu_file = None
+    cb.v2_playbook_on_task_start(_Task("Preflight", "/r/tasks/preflight.yml:3"), False)
+    cb.v2_playbook_on_stats(None)
+    doc = json.loads((tmp_path / "tasks.json").read_text())
+    assert "cpu_s" not in doc and "cpu_s" not in doc["tasks"][0]
+    assert scale.task_cpu(doc, 5.0) is None
+
+
+def test_task_cpu_sums_a_task_by_name_and_place_and_keeps_what_no_task_took():
+    doc = {
+        "tasks": [
+            {"name": "Preflight", "path": "/r/tasks/preflight.yml:3", "cpu_s": 2.0, "hosts": 3},
+            {"name": "Leave the run", "path": "/r/tasks/leave_now.yml:12", "cpu_s": 0.25, "hosts": 0},
+            # an include's tasks run once per include: the same place twice is one row
+            {"name": "Leave the run", "path": "/r/tasks/leave_now.yml:12", "cpu_s": 0.25, "hosts": 1},
+            # the same name elsewhere is another row
+            {"name": "Leave the run", "path": "/r/tasks/leave_many.yml:9", "cpu_s": 0.5, "hosts": 1},
+        ]
+    }
+    assert scale.task_cpu(doc, 10.0) == [
+        ["Preflight (preflight.yml:3)", 2.0, 3],
+        ["Leave the run (leave_now.yml:12)", 0.5, 1],
+        ["Leave the run (leave_many.yml:9)", 0.5, 1],
+        [scale.OUTSIDE_TASKS, 7.0, 0],
+    ]
+    assert scale.task_cpu(doc)[-1][0] != scale.OUTSIDE_TASKS
+
+
+def _profiled(per_size):
+    """Results whose site.yml c runs carry task profiles: {N: {label: cpu}}."""
+    return {
+        "site": {
+            str(n): {"runs": {"c": {"task_cpu": [[label, cpu, n] for label, cpu in per.items()]}}}
+            for n, per in per_size.items()
+        }
+    }
+
+
+def test_the_profile_fits_each_task_over_the_sizes_and_the_slopes_add_up():
+    results = _profiled(
+        {
+            1: {"preflight": 1.5, "start": 2.0, "summary": 1.0},
+            3: {"preflight": 3.5, "start": 2.0, "summary": 1.0, "leave": 0.6},  # leave ran at N = 3 only
+        }
+    )
+    fits = dict(scale.profile_fits(results, "site"))
+    assert fits["preflight"]["b"] == pytest.approx(1.0) and fits["preflight"]["a"] == pytest.approx(0.5)
+    assert fits["leave"]["b"] == pytest.approx(0.3)
+    assert fits["start"]["b"] == pytest.approx(0.0)
+    assert [label for label, unused_fit in scale.profile_fits(results, "site")][:2] == ["preflight", "leave"]
+    text = scale.render_profile(results, top=1)
+    assert "1.30 s per node in all, from 4 tasks" in text
+    assert "| preflight | 1.000 | 77% | 0.50 |" in text
+    assert "| the other 3 tasks | 0.300 | 23% | " in text
+    # one size has no slope to fit; no profile at all says why
+    assert scale.profile_fits(_profiled({3: {"preflight": 3.5}}), "site") is None
+    assert "No run recorded" in scale.render_profile({"site": {}, "health": {}})

@@ -40,9 +40,13 @@ def load_options(path=SPEC_FILE):
     return options
 
 
-def _shown(value):
-    """The value as the inventory wrote it, short enough for one line."""
-    text = json.dumps(value, sort_keys=True, default=repr)
+def _text(value):
+    """The value as the inventory wrote it (JSON): what tells two values apart."""
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _shown(text):
+    """A value's text, short enough for one line of a message."""
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -69,13 +73,13 @@ def check_hosts(options, hostvars, hosts):
             if name not in hv:
                 continue
             value = hv[name]
-            shown = _shown(value)
-            key = (name, shown)
+            # Keyed by the whole value: two long values alike in their shown start are both checked.
+            key = (name, _text(value))
             if key not in seen:
                 if name not in validators:
                     validators[name] = ArgumentSpecValidator({name: options[name]})
                 found = validators[name].validate({name: value}).error_messages
-                seen[key] = ["%s is set to %s: %s" % (name, shown, message) for message in found]
+                seen[key] = ["%s is set to %s: %s" % (name, _shown(key[1]), message) for message in found]
             for message in seen[key]:
                 by_message.setdefault(message, []).append(host)
     return ["%s: %s; %s" % (_hosts(where), message, FIX) for message, where in by_message.items()]

@@ -56,3 +56,16 @@ def test_one_mistake_shared_by_a_thousand_nodes_is_one_message_checked_once(opti
     errors = role_spec.check_hosts(options, hostvars, list(hostvars))
     assert len(calls) == 1
     assert len(errors) == 1 and errors[0].startswith("n0, n1, n2, n3, n4 and 995 more: ")
+
+
+def test_two_long_values_alike_in_their_shown_start_are_each_checked(options):
+    # A message shows at most 80 characters of a value; the check itself tells the whole values apart.
+    start = "x" * 90
+    hostvars = {"node1": {"raygate_health_timeout": 30}, "node2": {"raygate_health_timeout": start + "y"}}
+    hostvars["node1"]["raygate_nccl_fabric"] = start + "a"
+    hostvars["node2"]["raygate_nccl_fabric"] = start + "b"
+    errors = role_spec.check_hosts(options, hostvars, ["node1", "node2"])
+    fabric = [e for e in errors if "raygate_nccl_fabric is set to" in e]
+    # both values are refused, each by its own check, with the shown start cut to one line
+    assert len(fabric) == 2 and all("..." in e and len(e.split(": ", 2)[1]) < 120 for e in fabric), fabric
+    assert sorted(e.split(": ", 1)[0] for e in fabric) == ["node1", "node2"]

@@ -208,14 +208,9 @@ def task_cpu(tasks_doc, run_cpu_s=None):
 def profile_points(results, play):
     """{N: {label: cpu_s}} of one playbook's runs that carry a task profile (`site`: c, `rerun`: d,
     `health`: the healthy case)."""
-    if play == "health":
-        runs = {n: r["cases"].get("0") for n, r in results.get("health", {}).items()}
-    else:
-        key = "c" if play == "site" else "d"
-        runs = {n: r["runs"].get(key) for n, r in results.get("site", {}).items()}
     return {
         int(n): {label: cpu for label, cpu, unused_hosts in run["task_cpu"]}
-        for n, run in runs.items()
+        for n, run in play_runs(results, play).items()
         if run and run.get("task_cpu")
     }
 
@@ -376,13 +371,18 @@ def at(fit, n):
     return fit["a"] + fit["b"] * n
 
 
+def play_runs(results, play):
+    """{N (as saved): the run or None} of a playbook: `site` site.yml's c, `rerun` its d, `health`
+    health.yml's healthy case."""
+    if play == "health":
+        return {n: r["cases"].get("0") for n, r in results.get("health", {}).items()}
+    run = "c" if play == "site" else "d"
+    return {n: r["runs"].get(run) for n, r in results.get("site", {}).items()}
+
+
 def play_points(results, play, key):
     """[(N, value)] of one measured quantity of a playbook (`site`, `rerun`, `health`), N ascending."""
-    if play == "health":
-        runs = {n: r["cases"].get("0") for n, r in results.get("health", {}).items()}
-    else:
-        run = "c" if play == "site" else "d"
-        runs = {n: r["runs"].get(run) for n, r in results.get("site", {}).items()}
+    runs = play_runs(results, play)
     return sorted((int(n), run[key]) for n, run in runs.items() if run and run.get(key) is not None)
 
 

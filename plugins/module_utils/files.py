@@ -2,14 +2,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Atomic file writes with diff and check mode, and KEY=VALUE environment files."""
+"""Atomic file writes with diff and check mode, KEY=VALUE environment files, and a lock file."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shlex
 import tempfile
+import time
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -118,3 +121,56 @@ SYSTEMD_RUNTIME_DIR = "/run/systemd/system"
 def systemd_booted():
     """True when systemd runs as the init system (what sd_booted() checks)."""
     return os.path.isdir(SYSTEMD_RUNTIME_DIR)
+
+
+class LockBusy(Exception):
+    """The lock was still held when the wait ended; ``holder`` is the pid its holder wrote, or None."""
+
+    def __init__(self, path, holder, waited):
+        super().__init__("%s is held by %s" % (path, holder or "another process"))
+        self.path, self.holder, self.waited = path, holder, waited
+
+
+def _lock_holder(path):
+    try:
+        return int((read_text(path) or "").strip()) or None
+    except (ValueError, OSError):
+        return None
+
+
+@contextlib.contextmanager
+def exclusive_lock(path, timeout, interval=0.2):
+    """Hold ``path`` locked (flock) for the block: one holder at a time, the others wait at most
+    ``timeout`` seconds, then LockBusy. The holder writes its pid into the file and removes the file
+    when it is done, so no lock file stays behind; a waiter that got the lock of a file already
+    removed opens the path again. A holder that dies (SIGKILL included) releases the lock with it.
+    """
+    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise LockBusy(path, _lock_holder(path), time.monotonic() - started) from None
+            time.sleep(interval)
+            continue
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # its holder removed it after we opened it: lock the file now at the path
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, b"%d\n" % os.getpid())
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        os.close(fd)

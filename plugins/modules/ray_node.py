@@ -23,6 +23,11 @@ description:
     then verifies that no Ray process, no plan port and no GPU compute process remain.
   - Supervisor V(process) lets C(ray start) daemonize (used in the sandbox). Supervisor
     V(systemd) renders a unit running C(ray start --block) and manages it with systemctl.
+  - One call at a time changes a node. A call holds the lock file O(state_dir) plus C(.lock) (removed
+    when it ends; a call that dies releases it). A second call, for example that of a run started
+    again after one killed during a head start launched with C(async), waits for the first, at most
+    O(start_timeout) plus O(drain_timeout) seconds, then judges the node as the first left it. Check
+    mode takes no lock.
 requirements:
   - Ray installed in O(venv), normally by M(raygate.cluster.ray_install); Ray 2.52 or newer for O(auth)
   - systemd (C(systemctl)) for O(supervisor=systemd)

@@ -420,8 +420,38 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def lock_path(params):
+    """The file one ray_node run holds while it changes the node: beside the state directory (it
+    goes with a teardown, the lock file with its run), so it holds for state ``absent`` too."""
+    return params["state_dir"].rstrip("/") + ".lock"
+
+
 def run(module):
-    """Start or stop the node as ``module.params`` say; ends with ``module.exit_json`` or ``module.fail_json``."""
+    """Start or stop the node as ``module.params`` say; ends with ``module.exit_json`` or ``module.fail_json``.
+
+    One run at a time per node: an earlier run's call that still works (a head start launched in the
+    background by a run that was killed goes on by design) is waited for, at most the time it may
+    take (start_timeout plus drain_timeout), and then judged as it left the node. Check mode changes
+    nothing and takes no lock.
+    """
+    if module.check_mode:
+        _run(module)
+        return
+    path = lock_path(module.params)
+    wait = module.params["start_timeout"] + module.params["drain_timeout"]
+    os.makedirs(os.path.dirname(path) or "/", mode=0o755, exist_ok=True)
+    try:
+        with files.exclusive_lock(path, timeout=wait):
+            _run(module)
+    except files.LockBusy as busy:
+        module.fail_json(
+            msg="another ray_node call is still starting or stopping Ray on this node (pid %s, lock %s) after "
+            "%d s: wait for it to end, or stop that process, then run again"
+            % (busy.holder or "unknown", busy.path, busy.waited)
+        )
+
+
+def _run(module):
     node = Node(module)
     state = module.params["state"]
     if state == "started":

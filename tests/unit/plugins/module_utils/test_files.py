@@ -1,9 +1,17 @@
+import fcntl
 import os
 import stat
+import threading
 
 import pytest
 
-from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, render_env, write_file
+from ansible_collections.raygate.cluster.plugins.module_utils.files import (
+    LockBusy,
+    exclusive_lock,
+    parse_env,
+    render_env,
+    write_file,
+)
 
 
 def test_write_file_mode_diff_and_idempotence(tmp_path):
@@ -49,3 +57,54 @@ def test_parse_env_forms_and_errors():
         parse_env("not a pair")
     with pytest.raises(ValueError):
         render_env({"BAD-NAME": "1"})
+
+
+def test_exclusive_lock_names_its_holder_while_held_and_leaves_no_file(tmp_path):
+    path = str(tmp_path / "raygate.lock")
+    with exclusive_lock(path, timeout=1):
+        with open(path) as fh:
+            assert fh.read().strip() == str(os.getpid())
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert not os.path.lexists(path)
+
+
+def test_exclusive_lock_held_elsewhere_times_out_naming_the_holder(tmp_path):
+    path = str(tmp_path / "raygate.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: flock makes it wait as another process would
+    os.write(fd, b"4242\n")
+    entered = []
+    try:
+        with pytest.raises(LockBusy) as busy:
+            with exclusive_lock(path, timeout=0.3, interval=0.05):
+                entered.append(True)
+    finally:
+        os.close(fd)
+    assert entered == [] and busy.value.holder == 4242 and busy.value.waited >= 0.3
+    assert os.path.exists(path)  # the holder's file is not the waiter's to remove
+
+
+def test_exclusive_lock_waits_for_the_holder_then_takes_the_path_again(tmp_path):
+    # The holder removes the file as it lets go: the waiter, which locked the removed file, must
+    # lock the path anew, or a third caller could hold a new file at the same time.
+    path = str(tmp_path / "raygate.lock")
+    holding, release, order = threading.Event(), threading.Event(), []
+
+    def holder():
+        with exclusive_lock(path, timeout=5):
+            order.append("first")
+            holding.set()
+            release.wait(5)
+        order.append("first done")
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert holding.wait(5)
+    threading.Timer(0.3, release.set).start()
+    with exclusive_lock(path, timeout=10, interval=0.05):
+        order.append("second")
+        with open(path) as fh:
+            assert fh.read().strip() == str(os.getpid())
+    thread.join(5)
+    assert order == ["first", "first done", "second"]
+    assert not os.path.lexists(path)

@@ -1,3 +1,4 @@
+import fcntl
 import grp
 import json
 import os
@@ -82,7 +83,7 @@ def test_absent_removes_what_raygate_wrote(tmp_path, monkeypatch):
         (tmp_path / path).parent.mkdir(exist_ok=True)
         (tmp_path / path).write_text("x")
     args = base_args(tmp_path, state="absent", auth_token_file="%s/etc/auth_token" % tmp_path)
-    case = {"args": args, "expect": {"changed": True}, "absent": ["{tmp}/etc", "{tmp}/run"]}
+    case = {"args": args, "expect": {"changed": True}, "absent": ["{tmp}/etc", "{tmp}/run", "{tmp}/run.lock"]}
     result = run_case(case, ray_node.main, tmp_path, monkeypatch)
     assert sorted(os.path.basename(p) for p in result["removed"]) == [
         "auth_token",
@@ -90,6 +91,24 @@ def test_absent_removes_what_raygate_wrote(tmp_path, monkeypatch):
         "ray-node.json",
         "ray.env",
     ]
+
+
+def test_a_call_still_at_work_on_the_node_is_waited_for_then_named(tmp_path, monkeypatch):
+    # A head start launched in the background by a run that was killed goes on: the next run's call
+    # waits for it (start_timeout plus drain_timeout), and changes nothing when it is still there.
+    lock = tmp_path / "run.lock"
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"4242\n")
+    try:
+        case = {
+            "args": base_args(tmp_path, state="absent", start_timeout=1, drain_timeout=0),
+            "expect": {"failed": True},
+            "expect_contains": {"msg": ["another ray_node call", "pid 4242", str(lock), "after 1 s"]},
+        }
+        run_case(case, ray_node.main, tmp_path, monkeypatch)  # no command ran: none was expected
+    finally:
+        os.close(fd)
 
 
 def bind_outside_ephemeral_range(sock):

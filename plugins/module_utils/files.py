@@ -12,7 +12,8 @@ import os
 import re
 import shlex
 import tempfile
-import time
+
+from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -138,6 +139,20 @@ def _lock_holder(path):
         return None
 
 
+def _take_lock(path):
+    """One try: ``(True, fd)`` holding the lock of the file now at ``path``, else ``(False, None)``
+    (held by another, or removed by its holder after we opened it: the next try opens the path anew)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(path).st_ino:
+            return True, fd
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    os.close(fd)
+    return False, None
+
+
 @contextlib.contextmanager
 def exclusive_lock(path, timeout, interval=0.2):
     """Hold ``path`` locked (flock) for the block: one holder at a time, the others wait at most
@@ -145,25 +160,9 @@ def exclusive_lock(path, timeout, interval=0.2):
     when it is done, so no lock file stays behind; a waiter that got the lock of a file already
     removed opens the path again. A holder that dies (SIGKILL included) releases the lock with it.
     """
-    deadline = time.monotonic() + timeout
-    started = time.monotonic()
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            if time.monotonic() >= deadline:
-                raise LockBusy(path, _lock_holder(path), time.monotonic() - started) from None
-            time.sleep(interval)
-            continue
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)  # its holder removed it after we opened it: lock the file now at the path
+    ok, fd, waited = wait_for(lambda: _take_lock(path), timeout=timeout, interval=interval)
+    if not ok:
+        raise LockBusy(path, _lock_holder(path), waited)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, b"%d\n" % os.getpid())

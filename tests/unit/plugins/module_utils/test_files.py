@@ -95,7 +95,9 @@ def test_exclusive_lock_waits_for_the_holder_then_takes_the_path_again(tmp_path)
             order.append("first")
             holding.set()
             release.wait(5)
-        order.append("first done")
+            # Still inside the block: once the block is left, the waiter may run before this thread
+            # appends anything (the landing CI of 35c7877 caught that order).
+            order.append("first letting go")
 
     thread = threading.Thread(target=holder)
     thread.start()
@@ -106,5 +108,5 @@ def test_exclusive_lock_waits_for_the_holder_then_takes_the_path_again(tmp_path)
         with open(path) as fh:
             assert fh.read().strip() == str(os.getpid())
     thread.join(5)
-    assert order == ["first", "first done", "second"]
+    assert order == ["first", "first letting go", "second"]
     assert not os.path.lexists(path)

@@ -112,7 +112,7 @@ bench: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/bringup.py: raygate v
 BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale
-bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.yml 1-20 nodes, health.yml 100-1,000 light nodes and the fault mix, model to 1,000 (root)
+bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.yml 1-6 nodes x3, health.yml 100-1,000 light nodes and the fault mix, model to 1,000 (root)
 	$(BENCH_VENV)/bin/python bench/scale.py $(BENCH_SCALE_ARGS)
 
 .PHONY: bench-tls

@@ -417,9 +417,10 @@ def test_mix_count_and_hang_limit():
     assert scale.hang_limit(20.0, 10) == 600.0
 
 
-def test_the_parser_defaults_to_issue_27s_sizes():
+def test_the_parser_defaults_to_the_run_that_met_issue_27s_targets():
     args = scale.build_parser().parse_args([])
-    assert args.health == "100,300,1000" and args.site == "1,3,6,12,20" and args.bad == "0,1,3"
+    assert args.health == "100,300,1000" and args.site == "1,3,6" and args.bad == "0" and args.repeats == 3
+    assert scale.build_parser().parse_args(["--bad", "0,1,3", "-k", "1"]).repeats == 1
     assert args.skip_mix is False
     assert scale.build_parser().parse_args(["--skip-mix"]).skip_mix is True
 

@@ -430,7 +430,8 @@ def run(module):
     """Start or stop the node as ``module.params`` say; ends with ``module.exit_json`` or ``module.fail_json``.
 
     One run at a time per node: an earlier run's call that still works (a head start launched in the
-    background by a run that was killed goes on by design) is waited for, at most the time it may
+    background by a run that was killed goes on by design), or the node watcher taking the node out
+    (raygate_node_watch.py holds the same lock), is waited for, at most the time it may
     take (start_timeout plus drain_timeout), and then judged as it left the node. Check mode changes
     nothing and takes no lock.
     """
@@ -445,8 +446,8 @@ def run(module):
             _run(module)
     except files.LockBusy as busy:
         module.fail_json(
-            msg="another ray_node call is still starting or stopping Ray on this node (pid %s, lock %s) after "
-            "%d s: wait for it to end, or stop that process, then run again"
+            msg="another ray_node call (or the node watcher taking this node out) is still starting or stopping "
+            "Ray on this node (pid %s, lock %s) after %d s: wait for it to end, or stop that process, then run again"
             % (busy.holder or "unknown", busy.path, busy.waited)
         )
 

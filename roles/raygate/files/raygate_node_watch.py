@@ -16,6 +16,9 @@ raygate_slurm: drain Slurm drains it too ("raygate: ..."). Degraded findings onl
 is never taken out (it holds the GCS), only reported. Each run writes the state file, a line in the
 log and the node_exporter textfile. A node taken out comes back through site.yml, whose gate judges
 it again; the watcher then sees its raylet running again and forgets that it took it out.
+
+Taking the node out holds ray_node's lock (/run/raygate.lock), so it never runs while a raygate run
+starts or stops Ray on this node; when a run holds it, the watcher leaves the node for its next run.
 """
 
 import argparse
@@ -28,6 +31,8 @@ import sys
 import time
 
 CONFIG = "/etc/raygate/watch.json"
+# ray_node's lock at its default state_dir (plugins/module_utils/node/node.py, lock_path).
+RAY_LOCK = "/run/raygate.lock"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -183,6 +188,23 @@ def act(cfg, state, take, node_check, result):
     if cfg["role"] == "head":
         state["refused"] = {"why": "head", "detail": "the head is not taken out (it holds the GCS): fix it or evict it"}
         return ["not taken out: it is the head"]
+    from ansible_collections.raygate.cluster.plugins.module_utils import files  # pylint: disable=import-outside-toplevel
+
+    path = cfg.get("ray_lock") or RAY_LOCK
+    try:
+        with files.exclusive_lock(path, timeout=0):  # one try: take_out itself takes no lock
+            return take_out(cfg, state, take, node_check, result)
+    except files.LockBusy as busy:
+        # A run is starting or stopping Ray here: not a refusal (no alert). The findings are kept, as
+        # the next watch run reads only the kernel log since this one, and it acts on them then.
+        holder = "pid %s" % busy.holder if busy.holder else "another process"
+        state["deferred"] = {"why": "busy", "holder": busy.holder, "at": state["last_run"], "take_out": take}
+        return ["not taken out now: a raygate run is changing Ray on this node (%s holds %s); the next watch "
+                "run tries again" % (holder, path)]  # fmt: skip
+
+
+def take_out(cfg, state, take, node_check, result):
+    """act's part under ray_node's lock: ask the head for the drain, stop Ray, drain Slurm."""
     answer = ask_head(cfg, take)
     if answer["action"] != "drained":
         if answer["action"] == "refused":
@@ -216,6 +238,8 @@ def once(cfg):
         lines.append(state["error"])
     if result is not None:
         take, report = watch.findings(result)
+        if not state["taken_out"]:  # what a run holding Ray's lock kept the last watch run from acting on
+            take += [t for t in (before.get("deferred") or {}).get("take_out") or [] if t not in take]
         state.update(take_out=take, report=report, checks={c["name"]: c["status"] for c in result.get("checks", [])})
         if take and not state["taken_out"]:
             lines += act(cfg, state, take, node_check, result)

@@ -2,7 +2,9 @@
 as tasks/node_check.yml lays it out: one run's verdict, state and textfile, and what it does when it
 must not or cannot take the node out (the head; a head it cannot reach)."""
 
+import fcntl
 import getpass
+import importlib.util
 import json
 import os
 import socket
@@ -41,7 +43,7 @@ def settings(tmp_path, lib, role="worker"):
         "check_timeout": 300, "state_dir": str(tmp_path / "state"),
         "textfile": str(tmp_path / "textfiles" / "raygate_watch.prom"), "interval": 60, "deadline": 5,
         "breaker": {"window": 3600, "threshold": 50, "min_nodes": 3}, "slurm": "off", "slurm_node": "node1",
-        "redis": None,
+        "redis": None, "ray_lock": str(tmp_path / "raygate.lock"),
     }  # fmt: skip
     with open(tmp_path / "config.json", encoding="utf-8") as fh:
         checks = json.load(fh)
@@ -91,3 +93,39 @@ def test_the_head_is_reported_never_taken_out(tmp_path, bundle):
     assert "not taken out: it is the head" in out
     # The head's watcher also says whether its GCS answers (nothing listens here).
     assert state["gcs_up"] is False
+
+
+def test_a_run_changing_ray_here_defers_the_take_out_to_the_next_watch_run(tmp_path, bundle):
+    # ray_node holds this lock while it starts or stops Ray: the watcher must not drain and stop the
+    # node under it. It leaves the node for its next run, without asking the head, and that is no
+    # refusal (the RaygateDrainRefused alert fires at once on one).
+    env = node(tmp_path, XID)
+    config = settings(tmp_path, bundle)
+    lock = tmp_path / "raygate.lock"
+    fd = os.open(str(lock), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: as a ray_node call in another process
+    os.write(fd, b"4242\n")
+    try:
+        out, state, text = watch_once(tmp_path, env, config)
+    finally:
+        os.close(fd)
+    assert state["verdict"] == "do-not-allocate" and state["taken_out"] is None
+    assert state["deferred"]["why"] == "busy" and state["deferred"]["holder"] == 4242, state
+    assert "refused" not in state, state  # the head was not asked (it would have said unreachable)
+    assert "not taken out now: a raygate run is changing Ray on this node (pid 4242 holds %s)" % lock in out
+    assert "raygate_watch_drain_refused{" not in text
+    # The lock free again, the next run acts on what the last one found (its kernel log window has
+    # moved past the Xid): it asks the head (out of reach here), and leaves no lock file.
+    out, state, _text = watch_once(tmp_path, env, config)
+    assert state["take_out"][0].startswith("xid: Xid 79") and state["verdict"] == "do-not-allocate", state
+    assert state["refused"]["why"] == "head" and "deferred" not in state, state
+    assert not lock.exists()
+
+
+def test_the_watcher_takes_ray_nodes_own_lock():
+    spec = importlib.util.spec_from_file_location("raygate_node_watch", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from ansible_collections.raygate.cluster.plugins.module_utils.node import node as ray_node
+
+    assert script.RAY_LOCK == ray_node.lock_path({"state_dir": ray_node.ARGUMENT_SPEC["state_dir"]["default"]})

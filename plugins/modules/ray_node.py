@@ -27,9 +27,9 @@ description:
     when it ends; a call that dies releases it). A second call, for example that of a run started
     again after one killed during a head start launched with C(async), waits for the first, at most
     O(start_timeout) plus O(drain_timeout) seconds, then judges the node as the first left it. Check
-    mode takes no lock. The node watcher (module M(raygate.cluster.node_watch)) holds the same lock at the default
-    O(state_dir) while it takes the node out, and leaves the node for its next run when a call
-    holds it.
+    mode takes no lock. The node watcher (module M(raygate.cluster.node_watch)) holds the same lock
+    at the default O(state_dir) while it takes the node out, and leaves the node for its next run
+    when a call holds it.
 requirements:
   - Ray installed in O(venv), normally by M(raygate.cluster.ray_install); Ray 2.52 or newer for O(auth)
   - systemd (C(systemctl)) for O(supervisor=systemd)

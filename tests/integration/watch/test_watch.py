@@ -125,6 +125,17 @@ def query(expr):
     return prometheus("/api/v1/query?query=" + urllib.request.quote(expr))["result"]
 
 
+def ready(proc, base):
+    """True once Prometheus answers /-/ready; fails at once, with its log, if it has exited."""
+    if proc.poll() is not None:
+        pytest.fail("Prometheus exited (%s): %s" % (proc.returncode, (base / "prometheus.log").read_text()[-2000:]))
+    try:
+        with urllib.request.urlopen("http://%s/-/ready" % PROMETHEUS, timeout=10) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
 def summary(cluster, playbook):
     with open(cluster["base"] / "runs" / ("%s.json" % playbook)) as fh:
         return json.load(fh)
@@ -164,6 +175,9 @@ def cluster(tmp_path_factory):
             ["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (base / "tsdb"),
              "--web.listen-address=%s" % PROMETHEUS], stdout=log, stderr=subprocess.STDOUT,
         ))  # fmt: skip
+        # Prometheus takes a moment to listen, longer on a busy machine; the first test may find
+        # every watcher's state already written, so the fixture waits for it to say it is ready.
+        wait_until("Prometheus ready on %s" % PROMETHEUS, lambda: ready(procs[0], base), timeout=120)
         yield cluster
     finally:
         for proc in procs:

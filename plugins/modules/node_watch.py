@@ -120,7 +120,9 @@ watch:
   description:
     - The watcher's state before this task ran ({} when it never ran). C(taken_out) is set
       (C(at), C(check), C(reason)) while it has the node out of Ray; C(refused) says why it
-      did not take out a bad node (C(breaker), C(head), C(lock), C(ray)).
+      did not take out a bad node (C(breaker), C(head), C(lock), C(ray)); C(deferred) that a run
+      held Ray's lock then (C(why) C(busy), C(holder)); C(pending) lists the findings of a take-out
+      not done, which the next watch run judges again over the gate's kernel log window.
   returned: always
   type: dict
   sample:

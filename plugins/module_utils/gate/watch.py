@@ -60,9 +60,11 @@ def findings(result):
 
 def log_window(state, now, first_window):
     """Seconds of kernel log this run reads: since the last run, with an overlap; the gate's own
-    window on the first run."""
+    window (``first_window``, 0 for since boot) on the first run, and while the last run left a
+    take-out ``pending`` (refused, deferred, or not judged), so that what called for it is judged
+    again for as long as a gate run would still see it."""
     last = state.get("last_run")
-    if not isinstance(last, (int, float)) or last > now:
+    if not isinstance(last, (int, float)) or last > now or state.get("pending"):
         return int(first_window)
     return int(now - last) + LOG_OVERLAP_S
 

@@ -19,6 +19,10 @@ it again; the watcher then sees its raylet running again and forgets that it too
 
 Taking the node out holds ray_node's lock (/run/raygate.lock), so it never runs while a raygate run
 starts or stops Ray on this node; when a run holds it, the watcher leaves the node for its next run.
+A take-out that did not happen (a run held the lock, the breaker or an unreachable head refused it,
+or the next run's checks could not run) stays pending: the next run reads the kernel log over the
+gate's own window (raygate_health_xid_window), so an Xid is judged again until it is acted on or a
+gate run would no longer see it either.
 """
 
 import argparse
@@ -195,10 +199,10 @@ def act(cfg, state, take, node_check, result):
         with files.exclusive_lock(path, timeout=0):  # one try: take_out itself takes no lock
             return take_out(cfg, state, take, node_check, result)
     except files.LockBusy as busy:
-        # A run is starting or stopping Ray here: not a refusal (no alert). The findings are kept, as
-        # the next watch run reads only the kernel log since this one, and it acts on them then.
+        # A run is starting or stopping Ray here: not a refusal (no alert). The take-out stays pending
+        # (once), so the next watch run judges the node again and acts then.
         holder = "pid %s" % busy.holder if busy.holder else "another process"
-        state["deferred"] = {"why": "busy", "holder": busy.holder, "at": state["last_run"], "take_out": take}
+        state["deferred"] = {"why": "busy", "holder": busy.holder, "at": state["last_run"]}
         return ["not taken out now: a raygate run is changing Ray on this node (%s holds %s); the next watch "
                 "run tries again" % (holder, path)]  # fmt: skip
 
@@ -230,19 +234,24 @@ def once(cfg):
     started = raylet_started_at()
     if state["taken_out"] and started is not None and started > state["taken_out"]["at"]:
         state["back_at"], state["taken_out"] = started, None  # site.yml brought it back
+    # A take-out the last run could not do: this run reads the kernel log over the gate's window
+    # (watch.log_window), not only since the last run, so the Xid that called for it is seen again.
+    pending = [] if state["taken_out"] else before.get("pending") or []
     lines = []
     try:
-        result = check(cfg, before, now, node_check, watch)
+        result = check(cfg, dict(before, pending=pending), now, node_check, watch)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as exc:
         result, state["error"] = None, "cannot check this node: %s" % exc
         lines.append(state["error"])
+        if pending:
+            state["pending"] = pending
     if result is not None:
         take, report = watch.findings(result)
-        if not state["taken_out"]:  # what a run holding Ray's lock kept the last watch run from acting on
-            take += [t for t in (before.get("deferred") or {}).get("take_out") or [] if t not in take]
         state.update(take_out=take, report=report, checks={c["name"]: c["status"] for c in result.get("checks", [])})
         if take and not state["taken_out"]:
             lines += act(cfg, state, take, node_check, result)
+            if not state["taken_out"]:
+                state["pending"] = take
     if cfg["role"] == "head":
         state["gcs_up"] = port_up(cfg["head_ip"], cfg["gcs_port"])
         if cfg.get("redis"):

@@ -86,6 +86,41 @@ def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):
     assert 'raygate_watch_node_healthy{host="node1"} 0' in text
 
 
+def gate_window_since_boot(tmp_path):
+    """node() writes the checks' arguments afresh; read the whole simulated log, as settings() does."""
+    checks = json.loads((tmp_path / "config.json").read_text())
+    checks["xid_window"] = 0
+    (tmp_path / "config.json").write_text(json.dumps(checks))
+
+
+def test_a_refused_take_out_stays_pending_until_the_gate_would_no_longer_see_the_xid(tmp_path, bundle):
+    # The head out of reach refuses the take-out. The next run's kernel log window (since the last
+    # run) has moved past the Xid: it must judge the node again over the gate's window, not call it
+    # healthy and clear the refusal (and its alert) while the fatal Xid stands.
+    env = node(tmp_path, XID)
+    config = settings(tmp_path, bundle)
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["refused"]["why"] == "head" and state["pending"][0].startswith("xid: Xid 79"), state
+    out, state, text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "do-not-allocate" and state["take_out"][0].startswith("xid: Xid 79"), state
+    assert state["refused"]["why"] == "head" and "not taken out (head)" in out, (state, out)
+    assert 'raygate_watch_drain_refused{host="node1",why="head"} 1' in text
+    # A run whose checks cannot run keeps the take-out pending for the one after.
+    (tmp_path / "config.json").rename(tmp_path / "config.json.away")
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "error" and state["pending"][0].startswith("xid: Xid 79"), state
+    (tmp_path / "config.json.away").rename(tmp_path / "config.json")
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "do-not-allocate" and state["refused"]["why"] == "head", state
+    # The Xid gone from the kernel log (the GPU replaced and the node rebooted): healthy, nothing
+    # pending, no refusal left.
+    env = node(tmp_path, {"gpu": {"model": "H100"}})
+    gate_window_since_boot(tmp_path)
+    _out, state, text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "healthy" and "pending" not in state and "refused" not in state, state
+    assert "raygate_watch_drain_refused{" not in text
+
+
 def test_the_head_is_reported_never_taken_out(tmp_path, bundle):
     env = node(tmp_path, XID)
     out, state, _text = watch_once(tmp_path, env, settings(tmp_path, bundle, role="head"))
@@ -114,8 +149,10 @@ def test_a_run_changing_ray_here_defers_the_take_out_to_the_next_watch_run(tmp_p
     assert "refused" not in state, state  # the head was not asked (it would have said unreachable)
     assert "not taken out now: a raygate run is changing Ray on this node (pid 4242 holds %s)" % lock in out
     assert "raygate_watch_drain_refused{" not in text
-    # The lock free again, the next run acts on what the last one found (its kernel log window has
-    # moved past the Xid): it asks the head (out of reach here), and leaves no lock file.
+    assert state["pending"][0].startswith("xid: Xid 79"), state
+    # The lock free again, the next run judges the node again over the gate's window (the window
+    # since the last run has moved past the Xid) and acts: it asks the head (out of reach here), and
+    # leaves no lock file.
     out, state, _text = watch_once(tmp_path, env, config)
     assert state["take_out"][0].startswith("xid: Xid 79") and state["verdict"] == "do-not-allocate", state
     assert state["refused"]["why"] == "head" and "deferred" not in state, state

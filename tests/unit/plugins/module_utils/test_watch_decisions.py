@@ -73,6 +73,11 @@ def test_log_window_reads_since_the_last_run_with_an_overlap_and_the_gates_windo
     assert watch.log_window({"last_run": 700.0}, 1000.0, 86400) == 300 + watch.LOG_OVERLAP_S
     # A clock that went back reads the whole first window again rather than nothing.
     assert watch.log_window({"last_run": 2000.0}, 1000.0, 86400) == 86400
+    # A take-out the last run could not do: the gate's window again (0: since boot), so the Xid that
+    # called for it is judged again.
+    assert watch.log_window({"last_run": 700.0, "pending": ["xid: Xid 79"]}, 1000.0, 86400) == 86400
+    assert watch.log_window({"last_run": 700.0, "pending": ["xid: Xid 79"]}, 1000.0, 0) == 0
+    assert watch.log_window({"last_run": 700.0, "pending": []}, 1000.0, 0) == 300 + watch.LOG_OVERLAP_S
 
 
 def test_breaker_allows_up_to_its_share_and_names_the_nodes_out():

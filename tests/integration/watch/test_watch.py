@@ -57,7 +57,8 @@ raygate_slurm_conf: {SLURM_CONF}
 raygate_prometheus_sources: [198.18.0.1]
 """
 # A one-minute job from the head: a task every half second, spread over the nodes, each printing
-# where and when it started.
+# where and when it started as soon as it is done (the test waits for tasks on both workers before
+# it injects the fault).
 JOB = """import socket, time
 import ray
 ray.init()
@@ -66,16 +67,19 @@ def task():
     start = time.time()
     time.sleep(1)
     return socket.gethostname(), start
+def report(refs):
+    for ref in refs:
+        try:
+            host, start = ray.get(ref)
+            print("TASK", host, start, flush=True)
+        except Exception as exc:
+            print("LOST", type(exc).__name__, flush=True)
 pending, end = [], time.time() + 60
 while time.time() < end:
     pending.append(task.remote())
-    time.sleep(0.5)
-for ref in pending:
-    try:
-        host, start = ray.get(ref)
-        print("TASK", host, start, flush=True)
-    except Exception as exc:
-        print("LOST", type(exc).__name__, flush=True)
+    done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+    report(done)
+report(pending)
 """
 RAY_JOB = (
     "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/etc/raygate/auth_token RAY_ADDRESS=https://198.18.0.11:8265"
@@ -216,6 +220,10 @@ def test_faults_on_both_workers_at_once_take_one_out_of_ray_within_one_interval_
     rc, out = node(1, SUBMIT)
     assert rc == 0, out[-3000:]
     wait_until("the job running", lambda: "RUNNING" in job("status"), timeout=120)
+    # Tasks on both workers first: a watcher may fire at once, and the node it takes out must have
+    # run tasks before, to show that none start there after.
+    wait_until("the job's tasks on both workers", lambda: all("TASK node%d " % i in job("logs") for i in (2, 3)),
+               timeout=120)  # fmt: skip
     # An Xid on both workers at once: more than half of the cluster. Their watchers fire on their own
     # clocks; the breaker lets the first one out and keeps the other in.
     injected = time.time()

@@ -215,12 +215,16 @@ def actor_state():
 def check_survivors(job_id, workers_before, indexes):
     """After the fault: the actor's state, the job's success, the workers' raylet PIDs."""
     assert wait_until("the detached actor answers", actor_state) == [0, 1, 2, 3, 4]
-    final = wait_until("job %s finished" % job_id, lambda: finished(job_id), timeout=240)
-    rc, logs = node(
-        1,
-        "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s"
-        % (TOKEN_ENV, HEAD, RAY, job_id),
-    )
+    logs_cmd = "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s 2>&1" % (
+        TOKEN_ENV, HEAD, RAY, job_id)  # fmt: skip
+    try:
+        final = wait_until("job %s finished" % job_id, lambda: finished(job_id), timeout=240)
+    except pytest.fail.Exception:
+        # Say why: the job's last status and its driver's log, read before the sandbox goes down.
+        status = node(1, logs_cmd.replace(" job logs ", " job status "))[1]
+        pytest.fail("job %s: no final status within 240 s; ray job status says:\n%s\nits log:\n%s"
+                    % (job_id, status[-1500:], node(1, logs_cmd)[1][-3000:]))  # fmt: skip
+    rc, logs = node(1, logs_cmd)
     assert final == "SUCCEEDED", logs[-3000:]
     assert "GCSFT JOB DONE 42" in logs, logs[-3000:]
     assert raylets(indexes) == workers_before, "a worker's raylet was restarted"

@@ -178,24 +178,22 @@ def start_actor_and_job():
     return job_id
 
 
+def job_cmd(command, job_id):
+    """``ray job <command> <job_id>`` on the head, against its dashboard over TLS."""
+    return "%s RAY_ADDRESS=https://%s:8265 %s/ray job %s --verify /etc/raygate/tls/ca.crt %s" % (
+        TOKEN_ENV, HEAD, RAY, command, job_id)  # fmt: skip
+
+
 def job_status(job_id, wanted=None):
     """The job's status; with WANTED, whether it is that (a job that ended otherwise fails the test)."""
-    rc, out = node(
-        1,
-        "%s RAY_ADDRESS=https://%s:8265 %s/ray job status --verify /etc/raygate/tls/ca.crt %s 2>&1"
-        % (TOKEN_ENV, HEAD, RAY, job_id),
-    )
+    rc, out = node(1, job_cmd("status", job_id) + " 2>&1")
     # Ray 2.60 says "Status for job '<id>': RUNNING" while it runs, "Job '<id>' succeeded" at the end.
     match = re.search(r"\b(PENDING|RUNNING|SUCCEEDED|FAILED|STOPPED)\b", out, re.I)
     status = match.group(1).upper() if match else None
     if wanted is None:
         return status
     if status in ("SUCCEEDED", "FAILED", "STOPPED") and status != wanted:
-        rc, logs = node(
-            1,
-            "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s"
-            % (TOKEN_ENV, HEAD, RAY, job_id),
-        )
+        rc, logs = node(1, job_cmd("logs", job_id))
         pytest.fail("job %s is %s, not %s:\n%s\n%s" % (job_id, status, wanted, out[-2000:], logs[-3000:]))
     return status == wanted
 
@@ -215,16 +213,14 @@ def actor_state():
 def check_survivors(job_id, workers_before, indexes):
     """After the fault: the actor's state, the job's success, the workers' raylet PIDs."""
     assert wait_until("the detached actor answers", actor_state) == [0, 1, 2, 3, 4]
-    logs_cmd = "%s RAY_ADDRESS=https://%s:8265 %s/ray job logs --verify /etc/raygate/tls/ca.crt %s 2>&1" % (
-        TOKEN_ENV, HEAD, RAY, job_id)  # fmt: skip
     try:
         final = wait_until("job %s finished" % job_id, lambda: finished(job_id), timeout=240)
     except pytest.fail.Exception:
         # Say why: the job's last status and its driver's log, read before the sandbox goes down.
-        status = node(1, logs_cmd.replace(" job logs ", " job status "))[1]
+        status = node(1, job_cmd("status", job_id) + " 2>&1")[1]
         pytest.fail("job %s: no final status within 240 s; ray job status says:\n%s\nits log:\n%s"
-                    % (job_id, status[-1500:], node(1, logs_cmd)[1][-3000:]))  # fmt: skip
-    rc, logs = node(1, logs_cmd)
+                    % (job_id, status[-1500:], node(1, job_cmd("logs", job_id) + " 2>&1")[1][-3000:]))  # fmt: skip
+    rc, logs = node(1, job_cmd("logs", job_id))
     assert final == "SUCCEEDED", logs[-3000:]
     assert "GCSFT JOB DONE 42" in logs, logs[-3000:]
     assert raylets(indexes) == workers_before, "a worker's raylet was restarted"

@@ -16,7 +16,7 @@ SANDBOX := tests/sandbox/sandbox.sh
 SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
-MODULES := ray_install ray_node ray_cluster_info validate_inventory cluster_tls nccl_env ray_firewall gpu_health nccl_test health_report node_steps gate_node_checks node_watch run_summary slurm_gate gcs_redis
+MODULES := ray_install ray_node ray_cluster_info validate_inventory cluster_tls nccl_env ray_firewall gpu_health nccl_test health_report node_steps gate_node_checks node_watch run_summary slurm_gate gcs_redis cluster_lock
 FILTERS := port_plan plan_ports version_mismatch_table version_mismatch_hosts gate_pairs gate_decision health_labels step_result ray_member prometheus_file_sd
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw tcpdump \
   slurmctld slurmd slurm-client munge redis-server nginx prometheus prometheus-node-exporter

@@ -1,7 +1,9 @@
 """Day-2 scenarios on one real 4-node sandbox cluster, in order (each starts from the state the
 previous one left): upgrade (no-op, bad version, injected start failure with rollback, the real
 upgrade), scale 3 -> 4, remove_node (head refused, worker drained), scale back with --limit, and
-a health re-check that evicts a worker with an injected Xid.
+a health re-check that evicts a worker with an injected Xid; then one run at a time (the cluster lock):
+a second site.yml waits for the first (and one told to wait less stops, naming it), site.yml waits for
+a teardown, and the lock of a killed controller is taken over once stale.
 
 Run on its own (`pytest tests/integration/day2`): it owns the sandbox while it runs.
 """
@@ -9,9 +11,12 @@ Run on its own (`pytest tests/integration/day2`): it owns the sandbox while it r
 import json
 import os
 import re
+import signal
+import subprocess
+import threading
 
 import pytest
-from conftest import ROOT, SANDBOX, needs_root, node, recap, run, scratch_inventory
+from conftest import ROOT, SANDBOX, needs_root, node, recap, run, scratch_inventory, wait_until
 
 pytestmark = needs_root
 
@@ -266,3 +271,122 @@ def test_recheck_evicts_a_worker_with_an_xid(day2):
     evicted = json.loads((reports[-1] / "evicted.json").read_text())
     assert evicted["evicted"] == ["node4"]
     assert any("Xid 79" in reason for reason in evicted["reasons"]["node4"]), evicted
+
+
+# -- one run at a time (issue 44): the cluster lock on the head -------------------------------------
+LOCK = "/var/lib/raygate/cluster.lock"
+
+
+class Background:
+    """A playbook run in the background, in a session of its own (so that it can be stopped,
+    continued or killed whole), its output collected line by line."""
+
+    def __init__(self, day2, name, *extra, inv="three"):
+        args = [
+            os.path.join(ROOT, ".venv", "bin", "ansible-playbook"),
+            "-i",
+            day2["inv"][inv],
+            os.path.join(ROOT, name),
+        ]
+        env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".build", "collections")
+        self.proc = subprocess.Popen([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env=env, cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self.reader.start()
+
+    @property
+    def out(self):
+        return "".join(self.lines)
+
+    def signal(self, sig):
+        os.killpg(self.proc.pid, sig)
+
+    def finish(self, timeout=1200):
+        rc = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=60)
+        return rc, self.out
+
+
+def flat(out):
+    """OUT on one line: Ansible may wrap a warning."""
+    return " ".join(out.split())
+
+
+def lock_holder():
+    rc, out = node(1, "cat %s 2>/dev/null || true" % LOCK)
+    return json.loads(out) if out.strip().startswith("{") else None
+
+
+def holding(run, playbook):
+    """Whether RUN holds the cluster lock, under its own process id."""
+    holder = lock_holder()
+    return bool(holder and holder["pid"] == run.proc.pid and holder["playbook"] == playbook)
+
+
+def stopped_holder(day2, name, playbook):
+    """A run of NAME that has taken the lock, stopped (SIGSTOP) there: it holds the lock until continued."""
+    first = Background(day2, name)
+    wait_until("%s holds the cluster lock" % name, lambda: holding(first, playbook) or first.proc.poll() is not None)
+    assert first.proc.poll() is None, first.out[-3000:]
+    first.signal(signal.SIGSTOP)
+    return first
+
+
+def test_a_second_site_run_waits_for_the_first_then_changes_nothing(day2):
+    before = raylets()
+    first = stopped_holder(day2, "site.yml", "site")
+    try:
+        # Waiting less than the holder holds: refused, naming the holder, nothing changed.
+        rc, out = play(day2, "site.yml", "-e", "raygate_cluster_lock_wait=5")
+        assert rc == 2, out[-4000:]
+        held = r"the cluster lock is held by site\.yml run by \S+ on \S+ \(pid %d\)" % first.proc.pid
+        assert re.search(held, flat(out)), out[-3000:]
+        assert "changed nothing" in flat(out) and "that run is still going" in flat(out)
+        assert raylets() == before
+        # With the default wait it waits for the first run, which goes on now.
+        second = Background(day2, "site.yml")
+        wait_until("the second run waits", lambda: "waiting for the cluster lock" in second.out)
+    finally:
+        first.signal(signal.SIGCONT)
+    rc, out = first.finish()
+    assert rc == 0, out[-4000:]
+    rc, out = second.finish()
+    assert rc == 0, out[-4000:]
+    assert all(r["changed"] == "0" for r in recap(out).values()), recap(out)
+    assert raylets() == before
+    assert lock_holder() is None
+
+
+def test_site_during_teardown_waits_and_brings_the_whole_cluster_up(day2):
+    down = stopped_holder(day2, "teardown.yml", "teardown")
+    try:
+        up = Background(day2, "site.yml")
+        wait_until("site.yml waits for teardown.yml", lambda: "waiting for the cluster lock" in up.out)
+    finally:
+        down.signal(signal.SIGCONT)
+    rc, out = down.finish()
+    assert rc == 0, out[-4000:]
+    rc, out = up.finish()
+    assert rc == 0, out[-4000:]
+    # Nothing half-up: the teardown ended before site.yml began, which brought every node up.
+    assert sorted(raylets()) == [1, 2, 3]
+    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
+    assert lock_holder() is None
+
+
+def test_the_lock_of_a_killed_controller_is_taken_over_once_stale(day2):
+    before = raylets()
+    killed = Background(day2, "site.yml")
+    wait_until("site.yml holds the cluster lock", lambda: holding(killed, "site") or killed.proc.poll() is not None)
+    killed.signal(signal.SIGKILL)
+    killed.finish()
+    assert lock_holder()["pid"] == killed.proc.pid  # left behind
+    rc, out = play(day2, "site.yml", "-e", "raygate_cluster_lock_stale=5")
+    assert rc == 0, out[-4000:]
+    taken = r"took over the cluster lock of site\.yml run by \S+ on \S+ \(pid %d\)" % killed.proc.pid
+    assert re.search(taken, flat(out)), out[-4000:]
+    assert all(r["changed"] == "0" for r in recap(out).values()), recap(out)
+    assert raylets() == before
+    assert lock_holder() is None

@@ -20,6 +20,7 @@ The recovery times go to artifacts/gcs_ft.json for docs/RELIABILITY.md; they are
 Run on its own (`make gcsft`): it owns the sandbox.
 """
 
+import base64
 import json
 import os
 import re
@@ -216,14 +217,32 @@ def check_survivors(job_id, workers_before, indexes):
     try:
         final = wait_until("job %s finished" % job_id, lambda: finished(job_id), timeout=240)
     except pytest.fail.Exception:
-        # Say why: the job's last status and its driver's log, read before the sandbox goes down.
+        # Say why: the job's last status and its driver's log, read before the sandbox goes down,
+        # and every node's Ray logs kept for a reader.
         status = node(1, job_cmd("status", job_id) + " 2>&1")[1]
-        pytest.fail("job %s: no final status within 240 s; ray job status says:\n%s\nits log:\n%s"
-                    % (job_id, status[-1500:], node(1, job_cmd("logs", job_id) + " 2>&1")[1][-3000:]))  # fmt: skip
+        kept = keep_ray_logs(job_id, (1, *indexes))
+        driver = node(1, job_cmd("logs", job_id) + " 2>&1")[1]
+        pytest.fail("job %s: no final status within 240 s; ray job status says:\n%s\nits log:\n%s\nRay logs: %s"
+                    % (job_id, status[-1500:], driver[-3000:], kept))  # fmt: skip
     rc, logs = node(1, job_cmd("logs", job_id))
     assert final == "SUCCEEDED", logs[-3000:]
     assert "GCSFT JOB DONE 42" in logs, logs[-3000:]
     assert raylets(indexes) == workers_before, "a worker's raylet was restarted"
+
+
+def keep_ray_logs(tag, indexes):
+    """Copy each node's Ray session logs (every session under /tmp/ray) to artifacts/gcsft-logs/TAG."""
+    dest = os.path.join(ROOT, "artifacts", "gcsft-logs", tag)
+    for index in indexes:
+        rc, out = node(index, "cd /tmp/ray && tar czf - --ignore-failed-read session_*/logs 2>/dev/null | base64 -w0")
+        target = os.path.join(dest, "node%d" % index)
+        os.makedirs(target, exist_ok=True)
+        try:
+            data = base64.b64decode(out.strip().splitlines()[-1] if out.strip() else "")
+        except ValueError:
+            continue
+        subprocess.run(["tar", "xzf", "-", "-C", target], input=data, capture_output=True, check=False)
+    return dest
 
 
 def write_figures(figures):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 class ModuleDocFragment:
     # The port plan's options, shared by ray_node and ray_firewall.
-    # Mirrors PLAN_ARGSPEC in module_utils/net/port_plan.py.
+    # Mirrors plan_argspec() in module_utils/net/port_plan.py.
     DOCUMENTATION = r"""
 options:
   ports:

@@ -7,7 +7,7 @@ import yaml
 from harness import load_cases, run_case
 
 from ansible_collections.raygate.cluster.plugins.module_utils import files
-from ansible_collections.raygate.cluster.plugins.module_utils.net import firewall_step
+from ansible_collections.raygate.cluster.plugins.module_utils.net.firewall_backends import nftables
 from ansible_collections.raygate.cluster.plugins.modules import ray_firewall
 
 PATH = os.path.join(os.path.dirname(__file__), "ray_firewall.yml")
@@ -27,7 +27,7 @@ def test_ray_firewall(case, tmp_path, monkeypatch):
 
 
 def test_boot_unit_loads_the_saved_rules_after_debians_nftables():
-    unit = firewall_step.render_boot_unit("/usr/sbin/nft", "/etc/raygate/firewall.nft", "raygate")
+    unit = nftables.render_boot_unit("/usr/sbin/nft", "/etc/raygate/firewall.nft", "raygate")
     assert "ExecStart=/usr/sbin/nft -f /etc/raygate/firewall.nft\n" in unit
     # Debian's nftables.service may `flush ruleset`: ours must come after it, and before the network.
     assert "After=local-fs.target nftables.service\n" in unit
@@ -39,7 +39,7 @@ def test_boot_unit_loads_the_saved_rules_after_debians_nftables():
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze is not installed")
 def test_boot_unit_passes_systemd_analyze_verify(tmp_path):
     path = tmp_path / "raygate-firewall.service"
-    path.write_text(firewall_step.render_boot_unit(shutil.which("true"), "/etc/raygate/firewall.nft", "raygate"))
+    path.write_text(nftables.render_boot_unit(shutil.which("true"), "/etc/raygate/firewall.nft", "raygate"))
     proc = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True, check=False
     )

@@ -10,12 +10,12 @@ and the record of a start (config.py), the systemd unit (unit.py), the auth toke
 GCS store's secrets and environment (gcs_store.py), the labels file (labels_file.py), the `ray
 start` command (start_command.py), whether a running session is a working member (session.py),
 the drain of a worker (drain.py), the signals that end Ray's processes (stop.py), the account
-Ray runs as (run_as.py), its TLS files (tls_files.py) and the head's HTTPS proxy (proxy.py).
+Ray runs as (run_as.py), its TLS files (tls_files.py) and the head's HTTPS proxy (proxy.py). The
+states stopped and absent, which take the node down with these, are in teardown.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 from ansible.module_utils.urls import open_url
@@ -24,6 +24,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils import files
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import DEFAULT_PATH, CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import teardown
 from ansible_collections.raygate.cluster.plugins.module_utils.node.auth import AuthToken
 from ansible_collections.raygate.cluster.plugins.module_utils.node.config import NodeConfig
 from ansible_collections.raygate.cluster.plugins.module_utils.node.drain import Drain
@@ -203,7 +204,7 @@ class Node:
             return dict(result, changed=False, pid=raylet["pid"] if raylet else None)
         result["restarted"] = True
         if not self.module.check_mode:
-            self.stop(plan, procs)
+            self.stopper.stop(procs)
         return None
 
     def start_ray(self, plan, result, env, env_all, node_labels, status_keys):
@@ -274,17 +275,7 @@ class Node:
         if not ok:
             self.fail("the head did not answer %s within %ss (last error: %s)" % (url, self.p["start_timeout"], last))
 
-    # -- state: stopped / absent ------------------------------------------------------
-    def stop(self, plan, procs=None):
-        """Graceful, then forced, then kill what is left; returns what ran before."""
-        procs = self.ray_processes() if procs is None else procs
-        self.proxy.stop()
-        self.unit.stop()
-        if procs:
-            self.stopper.terminate()
-        self.stopper.kill_leftovers()
-        return ray_procs.summarize(procs)
-
+    # -- state: stopped / absent (teardown.py) ----------------------------------------
     def leftovers(self, plan):
         gpu = ray_procs.gpu_processes(self.runner, self.module.warn)
         ports = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
@@ -293,48 +284,6 @@ class Node:
             "ports": [pp.describe_listener(port, owners) for port, owners in sorted(ports.items())],
             "gpu_processes": gpu,
         }
-
-    def stopped(self, purge_files):
-        plan = self.plan()
-        procs = self.ray_processes()
-        unit_active = False
-        if self.unit.installed():
-            unit_active = not self.module.check_mode and self.unit.supervised_ok()
-        removable = self.config.removable(purge_files)
-        forget = not purge_files and self.p["status_labels"] == {} and bool(self.labels.carried_status())
-        proxy = self.proxy.running() if self.proxy.installed() else False
-        changed = bool(procs) or unit_active or proxy or bool(removable) or forget
-        result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
-        result["status_labels_forgotten"] = forget
-        raylet = ray_procs.find_daemon(procs, "raylet")
-        self.drainer.check_role()
-        result["drained"] = False
-        if self.module.check_mode:
-            result["drained"] = bool(self.p["drain"] and raylet)
-            return dict(result, leftovers={"processes": [], "ports": [], "gpu_processes": []})
-        if self.p["drain"] and raylet:
-            result.update(self.drainer.drain(plan, raylet))
-            procs = self.ray_processes()
-        if procs or unit_active or proxy:
-            self.stop(plan, procs)
-        if forget:
-            self.labels.forget_status()
-        unit_removed = self.p["supervisor"] == "systemd" and self.unit_path in removable
-        if unit_removed:
-            self.unit.disable()
-        if self.proxy.unit_path in removable:
-            self.proxy.disable()
-        for path in removable:
-            os.unlink(path)
-        self.proxy.forget()
-        if purge_files:
-            self.config.remove_empty_dirs()
-        if unit_removed or self.proxy.unit_path in removable:
-            self.unit.daemon_reload()
-        left = self.leftovers(plan)
-        if any(left.values()):
-            self.fail("Ray is not fully stopped on this node: %s" % json.dumps(left), leftovers=left, **result)
-        return dict(result, leftovers=left)
 
 
 def check_ports_free(node, plan):
@@ -458,7 +407,7 @@ def _run(module):
     if state == "started":
         result = node.started()
     else:
-        result = node.stopped(purge_files=state == "absent")
+        result = teardown.stopped(node, purge_files=state == "absent")
     if module._diff:
         result["diff"] = node.diff
     for warning in node.warnings:

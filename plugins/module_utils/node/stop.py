@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Ending a Ray node's processes by signals: the rounds of SIGTERM ``ray stop`` sends, then SIGKILL
-for whatever is left."""
+"""Ending a Ray node's processes: its supervisor (and the head's proxy) first, then by signals, the
+rounds of SIGTERM ``ray stop`` sends, then SIGKILL for whatever is left."""
 
 from __future__ import annotations
 
@@ -23,11 +23,20 @@ def send_signal(pids, sig):
 
 
 class Stopper:
-    """Signals the node's Ray processes (``node.ray_processes()``), waiting up to its ``stop_grace``."""
+    """Ends the node's Ray processes (``node.ray_processes()``), waiting up to its ``stop_grace``."""
 
     def __init__(self, node):
         self.node = node
         self.p = node.p
+
+    def stop(self, procs=None):
+        """Graceful, then forced, then kill what is left; ``procs``: what runs now, if already read."""
+        procs = self.node.ray_processes() if procs is None else procs
+        self.node.proxy.stop()
+        self.node.unit.stop()
+        if procs:
+            self.terminate()
+        self.kill_leftovers()
 
     def terminate(self):
         """What `ray stop --grace-period` does, without its seconds of Python start-up.

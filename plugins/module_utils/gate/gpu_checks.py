@@ -725,20 +725,9 @@ def gpu_tool_failed(message, skipped=(), also=()):
     return out
 
 
-def evaluate(evidence, expect):
-    """All checks in CHECK_NAMES order.
-
-    ``evidence``: ``nvsmi`` (parsed or None), ``nvsmi_error`` (message: gpu_count fails with it, the
-    root cause, and the other GPU checks skip), ``dcgm_needs_nvsmi`` (dcgmi was not run for it),
-    ``nvlink``/``nvlink_error``, ``xids``/``sxids``/``nvrm``/``denied`` (parse_kernel_log's lists, already
-    windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
-    ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
-    ``fabric_counters`` (``fabric_counters.window_growth`` plus ``fabric``, or None: not read),
-    ``gdr`` (check_gdr evidence or None), ``device_access`` (device_access.gather's, or None).
-    ``expect``: the module's options by name.
-    """
-    e = evidence
-    x = expect
+def nvsmi_results(e, x, dcgm_prevented):
+    """(the results of the checks that read nvidia-smi, the GPUs it listed) for ``evaluate``'s evidence
+    and expectations; ``dcgm_prevented``: dcgm_diag did not run for want of nvidia-smi."""
     asked = {
         "persistence_mode": x.get("require_persistence", True),
         "ecc_mode": x.get("require_ecc", True),
@@ -749,8 +738,6 @@ def evaluate(evidence, expect):
     }
     skipped = [name for name, on in asked.items() if not on]
     nvsmi = e.get("nvsmi")
-    # dcgmi is not run without a working nvidia-smi (collectors.Live.dcgm): one more check it prevented.
-    dcgm_prevented = bool(e.get("nvsmi_error") and e.get("dcgm_needs_nvsmi"))
     if e.get("nvsmi_error"):
         gpu = gpu_tool_failed(e["nvsmi_error"], skipped, ("dcgm_diag",) if dcgm_prevented else ())
         gpus = []
@@ -780,6 +767,26 @@ def evaluate(evidence, expect):
             check_throttle(gpus, x.get("check_throttle", True)),
             check_fabric_manager(gpus, x.get("check_fabric_manager", "auto")),
         ]
+    return gpu, gpus
+
+
+def evaluate(evidence, expect):
+    """All checks in CHECK_NAMES order.
+
+    ``evidence``: ``nvsmi`` (parsed or None), ``nvsmi_error`` (message: gpu_count fails with it, the
+    root cause, and the other GPU checks skip), ``dcgm_needs_nvsmi`` (dcgmi was not run for it),
+    ``nvlink``/``nvlink_error``, ``xids``/``sxids``/``nvrm``/``denied`` (parse_kernel_log's lists, already
+    windowed, or None: not captured)/``xid_error`` (the kernel log could not be read)/``xid_scope``,
+    ``dcgm``/``dcgm_error``/``dcgm_level`` (None: judge a capture), ``fabric`` (detect() dict or None),
+    ``fabric_counters`` (``fabric_counters.window_growth`` plus ``fabric``, or None: not read),
+    ``gdr`` (check_gdr evidence or None), ``device_access`` (device_access.gather's, or None).
+    ``expect``: the module's options by name.
+    """
+    e = evidence
+    x = expect
+    # dcgmi is not run without a working nvidia-smi (collectors.Live.dcgm): one more check it prevented.
+    dcgm_prevented = bool(e.get("nvsmi_error") and e.get("dcgm_needs_nvsmi"))
+    gpu, gpus = nvsmi_results(e, x, dcgm_prevented)
     scope, kernel_error = e.get("xid_scope", ""), e.get("xid_error")
     xid = check_xid(e.get("xids"), gpus, x.get("xid_fatal"), x.get("xid_warn"), kernel_error, scope)
     sxid = check_sxid(e.get("sxids"), kernel_error, scope)

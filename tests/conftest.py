@@ -14,7 +14,7 @@ if not os.path.exists(LINK):
     os.symlink("../../../..", LINK)
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
-# Helpers the unit tests share (role_answers.py), importable from any of their folders.
+# Helpers the unit tests share (role_answers.py, real_samples.py), importable from any of their folders.
 UNIT_HELPERS = os.path.join(ROOT, "tests", "unit")
 if UNIT_HELPERS not in sys.path:
     sys.path.append(UNIT_HELPERS)

@@ -21,7 +21,7 @@ Sources:
 - SXids: NVIDIA Fabric Manager User Guide (DU-09883-001), appendix D "NVSwitch SXid Errors":
   non-fatal (D.4), fatal (D.5) and always fatal (D.6) tables.
 - Xid-less NVRM lines: the driver's own wording, as posted in public bug reports; each pattern
-  below has a real line among the fixtures of tests/unit/plugins/module_utils/test_kernel_log.py,
+  below has a real line among the fixtures of tests/unit/plugins/module_utils/gate/test_kernel_log.py,
   with its source named there.
 """
 

@@ -16,7 +16,7 @@ from ansible_collections.raygate.cluster.plugins.inventory import slurm as slurm
 from ansible_collections.raygate.cluster.plugins.inventory.slurm import InventoryModule
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gate"))
 from test_slurm import SHOW_JOB, SHOW_NODE  # noqa: E402
 
 # The plugin's options as the plugin loader would register them: its DOCUMENTATION plus the

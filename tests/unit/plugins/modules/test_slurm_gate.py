@@ -8,7 +8,7 @@ from harness import load_cases, run_case
 
 from ansible_collections.raygate.cluster.plugins.modules import slurm_gate
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils", "gate"))
 from test_slurm import SHOW_NODE  # noqa: E402
 
 CASES = load_cases(os.path.join(os.path.dirname(__file__), "slurm_gate.yml"))

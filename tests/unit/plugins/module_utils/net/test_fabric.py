@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 SIM_DIR = os.path.join(REPO, "tests", "sandbox", "sim")
 SAMPLES = os.path.join(REPO, "..", "shared", "samples")
 

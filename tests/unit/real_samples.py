@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SAMPLES = os.path.join(REPO, "..", "shared", "samples")
 
 needs_samples = pytest.mark.skipif(

@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import nccl_parsers as np_
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 SAMPLES = os.path.join(REPO, "..", "shared", "samples")
 
 HEADER = """\

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import gpu_parsers as gp
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 SAMPLES = os.path.join(REPO, "..", "shared", "samples")
 
 # ------------------------------------------------------------------ nvidia-smi -q -x fixtures

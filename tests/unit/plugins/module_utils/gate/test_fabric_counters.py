@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.raygate.cluster.plugins.module_utils.gate import fabric_counters as fc
 from ansible_collections.raygate.cluster.plugins.module_utils.net import fabric
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 NOW = 1763719200.0
 DAY = 86400
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.raygate.cluster.plugins.module_utils import step_runner, steps
+from ansible_collections.raygate.cluster.plugins.module_utils import step_runner
+from ansible_collections.raygate.cluster.plugins.module_utils.node import steps
 
 # The gate's node checks (gate_node_checks) answer under step_results too.
 KNOWN = list(steps.STEPS) + ["gpu_health", "nccl_test"]

@@ -11,7 +11,7 @@ but ends the step with an exception the caller catches instead of ending the pro
 call can run several of them.
 
 This file imports no step: a module that runs steps imports only the ones it runs, so its payload
-carries only their code. node_steps's steps are in steps.py, gate_node_checks's in gate/node_checks.py.
+carries only their code. node_steps's steps are in node/steps.py, gate_node_checks's in gate/node_checks.py.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.raygate.cluster.plugins.module_utils import steps
+from ansible_collections.raygate.cluster.plugins.module_utils.node import steps
 
 
 def main():

@@ -3,6 +3,7 @@
 - plugins/module_utils holds packages by concern (with sub-packages of their own where a concern has parts,
   each with an empty __init__.py); only the common part is a flat file there.
 - Controller-only code is in plugins/plugin_utils and no node-side code imports it.
+- The common part imports no package, and the packages import each other without a cycle.
 - Every module is its documentation plus a main() of a few lines.
 - No class over 250 lines and no function over 70 lines anywhere in plugins/.
 """
@@ -16,8 +17,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLUGINS = os.path.join(ROOT, "plugins")
 MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
+PLUGINS_PACKAGE = "ansible_collections.raygate.cluster.plugins"
 # The common part: command runner, files, waiter, the check-result model, the step runner.
-COMMON = {"__init__.py", "_runner.py", "files.py", "waiter.py", "checks.py", "steps.py", "step_runner.py"}
+COMMON = {"__init__.py", "_runner.py", "files.py", "waiter.py", "checks.py", "step_runner.py"}
 PACKAGES = {"node", "gate", "net"}
 DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 MODULE_CODE_LINES = 40
@@ -47,6 +49,43 @@ def span(node):
     return node.end_lineno - node.lineno + 1
 
 
+def imported_modules(tree):
+    """The plugins/ files a parsed file imports, as paths under plugins/ ('module_utils/node/resp.py';
+    a package as its '__init__.py'), from every import statement, also those inside functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [(node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, name in names:
+            if not module.startswith(PLUGINS_PACKAGE + "."):
+                continue
+            parts = module[len(PLUGINS_PACKAGE) + 1 :].split(".")
+            # `from package import name`: name is a module or a package when one is there by that name.
+            for candidate in ([parts + [name]] if name else []) + [parts]:
+                base = os.path.join(PLUGINS, *candidate)
+                if os.path.isfile(base + ".py"):
+                    found.add("/".join(candidate) + ".py")
+                    break
+                if os.path.isfile(os.path.join(base, "__init__.py")):
+                    found.add("/".join(candidate) + "/__init__.py")
+                    break
+    return found
+
+
+def package_imports(tree):
+    """The module_utils packages (node, gate, net) that a parsed file imports."""
+    found = set()
+    for target in imported_modules(tree):
+        parts = target.split("/")
+        if parts[0] == "module_utils" and len(parts) > 2 and parts[1] in PACKAGES:
+            found.add(parts[1])
+    return found
+
+
 def test_module_utils_is_packages_by_concern_and_a_small_common_part():
     entries = set(os.listdir(MODULE_UTILS)) - {"__pycache__"}
     flat = sorted(e for e in entries if e.endswith(".py") and e not in COMMON)
@@ -66,6 +105,35 @@ def test_node_side_code_never_imports_controller_code(path):
     # A module runs on a node with raygate's module_utils only: plugin_utils never travels there.
     text, _tree = parse(path)
     assert not re.search(r"\bplugin_utils\b", text), path
+
+
+def test_the_common_part_imports_no_package():
+    # The common part is what every package may use: importing one of them would tie all to it.
+    offenders = {}
+    for name in sorted(os.listdir(MODULE_UTILS)):
+        if name.endswith(".py"):
+            packages = package_imports(parse(os.path.join(MODULE_UTILS, name))[1])
+            if packages:
+                offenders[name] = sorted(packages)
+    assert not offenders, "common files of plugins/module_utils importing a package: %s" % offenders
+
+
+def test_the_packages_import_each_other_without_a_cycle():
+    uses = {package: set() for package in PACKAGES}
+    for package in PACKAGES:
+        for path in python_files(os.path.join(MODULE_UTILS, package)):
+            uses[package] |= package_imports(parse(path)[1]) - {package}
+    # Take out, again and again, the packages that use no package left: a cycle is what remains.
+    left = dict(uses)
+    while True:
+        free = [package for package, used in left.items() if not used & set(left)]
+        if not free:
+            break
+        for package in free:
+            del left[package]
+    assert not left, "module_utils packages in an import cycle, or importing one: %s" % {
+        package: sorted(used & set(left)) for package, used in sorted(left.items())
+    }
 
 
 @pytest.mark.parametrize("path", list(python_files(os.path.join(PLUGINS, "modules"))), ids=os.path.basename)

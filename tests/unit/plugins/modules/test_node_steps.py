@@ -13,11 +13,12 @@ from ansible.module_utils.common.parameters import PASS_VARS
 from ansible.module_utils.testing import patch_module_args
 from harness import ModuleExit, _exit, _fail, fake_venv, run_case
 
-from ansible_collections.raygate.cluster.plugins.module_utils import files, steps
+from ansible_collections.raygate.cluster.plugins.module_utils import files
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandRunner
 from ansible_collections.raygate.cluster.plugins.module_utils.node import install as install_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import node as node_step
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
+from ansible_collections.raygate.cluster.plugins.module_utils.node import steps
 from ansible_collections.raygate.cluster.plugins.modules import nccl_env, node_steps, ray_firewall, ray_install
 
 HERE = os.path.dirname(__file__)

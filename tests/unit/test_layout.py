@@ -4,6 +4,7 @@
   each with an empty __init__.py); only the common part is a flat file there.
 - Controller-only code is in plugins/plugin_utils and no node-side code imports it.
 - The common part imports no package, and the packages import each other without a cycle.
+- tests/unit/plugins mirrors plugins/: each test file sits in the folder of the code it tests.
 - Every module is its documentation plus a main() of a few lines.
 - No class over 250 lines and no function over 70 lines anywhere in plugins/.
 """
@@ -18,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLUGINS = os.path.join(ROOT, "plugins")
 MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
 PLUGINS_PACKAGE = "ansible_collections.raygate.cluster.plugins"
+# The unit tests of plugins/, in folders mirroring it.
+TESTS_PLUGINS = os.path.join(ROOT, "tests", "unit", "plugins")
 # The common part: command runner, files, waiter, the check-result model, the step runner.
 COMMON = {"__init__.py", "_runner.py", "files.py", "waiter.py", "checks.py", "step_runner.py"}
 PACKAGES = {"node", "gate", "net"}
@@ -134,6 +137,56 @@ def test_the_packages_import_each_other_without_a_cycle():
     assert not left, "module_utils packages in an import cycle, or importing one: %s" % {
         package: sorted(used & set(left)) for package, used in sorted(left.items())
     }
+
+
+def test_the_unit_test_folders_mirror_plugins():
+    folders = set()
+    for base, dirs, _files in os.walk(TESTS_PLUGINS):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        folders |= {os.path.relpath(os.path.join(base, d), TESTS_PLUGINS) for d in dirs}
+    strays = sorted(f for f in folders if not os.path.isdir(os.path.join(PLUGINS, f)))
+    assert not strays, "folders of tests/unit/plugins with no plugins/ folder of that name: %s" % strays
+    loose = sorted(n for n in os.listdir(TESTS_PLUGINS) if n.endswith(".py"))
+    assert not loose, "files in tests/unit/plugins itself, outside the folder of their code: %s" % loose
+
+
+def home_of(code):
+    """The tests/unit/plugins folder of a plugins/ file: its own folder, or the nearest one above it
+    that has a test folder (plugin_utils/report/'s tests are in plugin_utils/)."""
+    folder = os.path.dirname(code)
+    while folder and not os.path.isdir(os.path.join(TESTS_PLUGINS, folder)):
+        folder = os.path.dirname(folder)
+    return folder
+
+
+def misplaced(path):
+    """Why a test file is not in the folder of the code it tests, or None.
+
+    The code it tests: the module its name says (test_resp.py, resp.py) among those it imports, else
+    any code it imports. Node-side code's tests import no controller code: a test that does tests
+    plugin_utils (or is in the wrong folder), whatever else it imports.
+    """
+    folder = os.path.relpath(os.path.dirname(path), TESTS_PLUGINS).replace(os.sep, "/")
+    imported = imported_modules(parse(path)[1])
+    if not imported:
+        return "imports no plugins/ code"
+    if folder.split("/")[0] == "module_utils":
+        controller = sorted(m for m in imported if m.startswith("plugin_utils/"))
+        if controller:
+            return "a test of node-side code imports controller code %s: tests of it go in plugin_utils/" % controller
+    subject = os.path.basename(path)[len("test_") : -len(".py")]
+    named = {m for m in imported if os.path.basename(m) == subject + ".py"}
+    homes = {home_of(m) for m in (named or imported)}
+    if folder not in homes:
+        return "tests %s: it goes in %s" % (sorted(named or imported), " or ".join(sorted(homes)))
+    return None
+
+
+def test_each_unit_test_sits_in_the_folder_of_the_code_it_tests():
+    tests = [path for path in python_files(TESTS_PLUGINS) if os.path.basename(path).startswith("test_")]
+    assert tests
+    wrong = ["%s: %s" % (os.path.relpath(p, TESTS_PLUGINS), misplaced(p)) for p in tests if misplaced(p)]
+    assert not wrong, "misplaced in tests/unit/plugins:\n" + "\n".join(wrong)
 
 
 @pytest.mark.parametrize("path", list(python_files(os.path.join(PLUGINS, "modules"))), ids=os.path.basename)

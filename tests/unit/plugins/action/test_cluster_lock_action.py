@@ -45,7 +45,7 @@ def test_the_action_and_the_module_share_one_spec():
 
 
 def test_a_free_lock_is_taken_at_once_and_reports_no_change(tmp_path):
-    result, calls, _ = run_action(tmp_path / "cluster.lock")
+    result, calls, _display = run_action(tmp_path / "cluster.lock")
     assert result["action"] == "take" and not result.get("failed") and result["changed"] is False
     assert calls[0]["holder"] == ME and "take_over" not in calls[0]
     assert json.loads((tmp_path / "cluster.lock").read_text())["id"] == ME["id"]
@@ -54,7 +54,7 @@ def test_a_free_lock_is_taken_at_once_and_reports_no_change(tmp_path):
 def test_a_running_holder_makes_the_run_wait_then_stop_naming_it(tmp_path):
     path = tmp_path / "cluster.lock"
     held_by(path, OTHER, since=0)  # old, but its run is seen running: never taken over
-    result, calls, _ = run_action(path, wait=1, stale=1, interval=0.2)
+    result, calls, _display = run_action(path, wait=1, stale=1, interval=0.2)
     assert result["failed"] is True and len(calls) > 1
     assert "node1: the cluster lock is held by teardown.yml run by ops on ctl1 (pid 200)" in result["msg"]
     assert "that run is still going" in result["msg"]
@@ -69,7 +69,7 @@ def test_the_run_takes_the_lock_once_the_holder_gives_it_back(tmp_path):
         if count == 3:
             node.change({"state": "released", "path": str(path), "holder": OTHER, "take_over": None})
 
-    result, calls, _ = run_action(path, wait=30, on_call=give_back)
+    result, calls, _display = run_action(path, wait=30, on_call=give_back)
     assert result["action"] == "take" and not result.get("failed")
     assert len(calls) == 3 and result["taken_over"] is None
 
@@ -88,7 +88,7 @@ def test_a_gone_run_keeps_a_young_lock(tmp_path):
     path = tmp_path / "cluster.lock"
     with mock.patch.object(node.time, "time", return_value=1000.0):
         held_by(path, OTHER, since=990)
-        result, calls, _ = run_action(path, alive=False, wait=0, stale=60)
+        result, calls, _display = run_action(path, alive=False, wait=0, stale=60)
     assert result["failed"] is True and "is gone, but its lock is younger" in result["msg"]
     assert all("take_over" not in c for c in calls)
 

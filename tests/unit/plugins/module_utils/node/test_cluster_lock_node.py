@@ -12,7 +12,8 @@ ME = {"id": "ctl1:100:5", "user": "root", "controller": "ctl1", "pid": 100, "pla
 OTHER = {"id": "ctl2:200:7", "user": "ops", "controller": "ctl2", "pid": 200, "playbook": "teardown"}
 
 
-def params(path, state="held", holder=ME, take_over=None):
+def params(path, state="held", holder=None, take_over=None):
+    holder = holder or ME
     return {"state": state, "path": str(path), "holder": holder, "take_over": take_over, "playbook": "site"}
 
 

@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md kept true by a test instead of by memory.
+"""docs/ARCHITECTURE.md and CONTRIBUTING.md kept true by a test instead of by memory.
 
 docs/ARCHITECTURE.md has one section per folder of plugins/, its heading naming the folder in
 backticks (### `plugins/module_utils/node/`: ...). The rules:
@@ -12,6 +12,9 @@ backticks (### `plugins/module_utils/node/`: ...). The rules:
   repository root, plugins/, plugins/module_utils/, plugins/plugin_utils/, roles/raygate/ or the
   section's folder; a bare name from the section's folder, roles/raygate/tasks/, playbooks/ or
   plugins/filter/ (the filters' documentation).
+
+CONTRIBUTING.md exists at the root, and every path it names in backticks (a word with a slash, or
+ending in a file suffix) exists in the repository.
 """
 
 import os
@@ -23,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PLUGINS = os.path.join(ROOT, "plugins")
 TASKS = os.path.join(ROOT, "roles", "raygate", "tasks")
 ARCHITECTURE = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
+CONTRIBUTING = os.path.join(ROOT, "CONTRIBUTING.md")
 ROLE_SECTION = "roles/raygate/tasks/"
 # Where a name with a slash may be rooted, besides the section's own folder.
 PATH_BASES = ["", "plugins", "plugins/module_utils", "plugins/plugin_utils", "roles/raygate"]
@@ -30,6 +34,11 @@ PATH_BASES = ["", "plugins", "plugins/module_utils", "plugins/plugin_utils", "ro
 NAME_BASES = ["roles/raygate/tasks", "playbooks", "plugins/filter"]
 TICKED = re.compile(r"`([^`\n]+)`")
 FILE_NAME = re.compile(r"^[A-Za-z0-9_./-]+\.(py|yml)$")
+# A path in CONTRIBUTING.md: no spaces, and a slash or a file suffix.
+PATH_LIKE = re.compile(
+    r"^[A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]*)+$"
+    r"|^[A-Za-z0-9_-]+\.(py|yml|yaml|md|rst|sh|txt|cfg|ini|toml)$"
+)
 
 
 def read(path):
@@ -138,3 +147,20 @@ def test_a_file_that_is_gone_is_found():
     assert not exists("node/cluster_lock2.py", None)
     assert exists("cluster_lock.py", "plugins/action/")
     assert not exists("cluster_lock.py", None), "a bare name outside a folder's section must not resolve by luck"
+
+
+def contributing_paths(text):
+    return sorted({t.rstrip("/") for t in TICKED.findall(text) if PATH_LIKE.match(t) and t not in ("/",)})
+
+
+def test_contributing_exists_and_every_path_it_names_exists():
+    assert os.path.isfile(CONTRIBUTING), "CONTRIBUTING.md is missing at the repository root"
+    paths = contributing_paths(read(CONTRIBUTING))
+    assert paths, "CONTRIBUTING.md names no file"
+    gone = [p for p in paths if not os.path.exists(os.path.join(ROOT, p))]
+    assert not gone, "CONTRIBUTING.md names paths that do not exist: %s" % gone
+
+
+def test_contributing_paths_are_what_looks_like_a_path():
+    text = "`make fast` `raygate_x` `plugins/modules/ray_firewall.py` `CHANGELOG.rst` `galaxy.yml`, `tools/`"
+    assert contributing_paths(text) == ["CHANGELOG.rst", "galaxy.yml", "plugins/modules/ray_firewall.py", "tools"]

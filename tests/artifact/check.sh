@@ -17,10 +17,13 @@ builder_venv=$root/.build/builder-venv
 GALAXY_IMPORTER_VERSION=${GALAXY_IMPORTER_VERSION:-0.4.44}
 # Pinned, so what "introspected" means (its introspect.py) changes only when this line does.
 ANSIBLE_BUILDER_VERSION=${ANSIBLE_BUILDER_VERSION:-3.2.0}
-MODULES=(ray_install ray_node ray_cluster_info validate_inventory nccl_env ray_firewall gpu_health nccl_test
-  health_report node_steps gate_node_checks run_summary slurm_gate gcs_redis)
-FILTERS=(port_plan plan_ports version_mismatch_table gate_pairs gate_decision health_labels step_result ray_member)
-PLAYBOOKS=(site health health_merge teardown)
+# The Makefile's lists (lint's ansible-doc runs over them too), and every playbook the tarball ships:
+# one source, so a new module, filter or playbook is checked from the tarball without an edit here.
+read -r -a MODULES <<<"$(sed -n 's/^MODULES := //p' Makefile)"
+read -r -a FILTERS <<<"$(sed -n 's/^FILTERS := //p' Makefile)"
+PLAYBOOKS=()
+for p in playbooks/*.yml; do PLAYBOOKS+=("$(basename "$p" .yml)"); done
+[ "${#MODULES[@]}" -gt 0 ] && [ "${#FILTERS[@]}" -gt 0 ] || { echo "check.sh: no MODULES or FILTERS in the Makefile" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

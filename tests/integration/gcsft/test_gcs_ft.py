@@ -81,10 +81,13 @@ print("STATE", json.dumps(ray.get(ray.get_actor("keeper").get.remote(), timeout=
 """
 
 # The job's driver runs on a worker (entrypoint resource gcsft_worker): a driver on the head dies
-# with the head's processes when the head restarts, fault tolerance or not.
+# with the head's processes when the head restarts, fault tolerance or not. It says when ray.init()
+# has returned: the fault must come after that (docs/GCS-FT.md, "A driver that starts while the GCS
+# is down").
 JOB = """
 import time, ray
 ray.init()
+print("GCSFT JOB CONNECTED", flush=True)
 for _ in range(60):
     time.sleep(1)
 @ray.remote(num_cpus=0)
@@ -176,6 +179,10 @@ def start_actor_and_job():
     rc, out = node(1, submit)
     assert rc == 0, out[-3000:]
     wait_until("job %s running" % job_id, lambda: job_status(job_id, "RUNNING"), timeout=120)
+    # RUNNING is set by the job's supervisor before it starts the driver; a GCS killed before the
+    # driver's ray.init() has returned leaves that driver hung in it (Ray 2.60; the CI failure of
+    # 2026-11-28 and loop run 7 of 2026-11-29), which is not the survival this suite shows.
+    wait_until("job %s's driver connected" % job_id, lambda: driver_connected(job_id), timeout=120)
     return job_id
 
 
@@ -183,6 +190,11 @@ def job_cmd(command, job_id):
     """``ray job <command> <job_id>`` on the head, against its dashboard over TLS."""
     return "%s RAY_ADDRESS=https://%s:8265 %s/ray job %s --verify /etc/raygate/tls/ca.crt %s" % (
         TOKEN_ENV, HEAD, RAY, command, job_id)  # fmt: skip
+
+
+def driver_connected(job_id):
+    """Whether the job's driver has said that its ray.init() returned."""
+    return "GCSFT JOB CONNECTED" in node(1, job_cmd("logs", job_id))[1]
 
 
 def job_status(job_id, wanted=None):

@@ -60,7 +60,7 @@ class ActionModule(ActionBase):
             if lock.may_take_over(holder, controller, args["stale"]):
                 taken = call(take_over=holder["id"])
                 if taken.get("action") == "take":
-                    display.warning(lock.take_over_warning(head, holder))
+                    display.warning(lock.take_over_warning(head, dict(holder, taken_by=controller), args["stale"]))
                 return taken.get("action") != "busy", taken
             return False, current
 

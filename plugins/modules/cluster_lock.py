@@ -18,10 +18,10 @@ description:
     runs for this module. It names the run, then calls the module on the head every O(interval)
     seconds on the controller's monotonic clock until the lock is free, printing who holds it every
     30 seconds. After O(wait) seconds it fails naming the holder, having changed nothing.
-  - A lock whose run is gone is taken over, with a warning, once it is at least O(stale) seconds
-    old. Whether a run is gone is seen only by the controller that ran it (its process no longer
-    runs); the lock of a run from another controller is taken over on its age alone, so set O(stale)
-    above the longest run you make.
+  - A lock left behind is taken over, with a warning. Whether its run is gone is seen only by the
+    controller that ran it (its ansible-playbook process no longer runs), which takes it over at
+    once. The lock of a run from another controller is taken over on its age alone, once it is
+    O(stale) seconds old, so set O(stale) above the longest run you make.
   - The lock's own file is bookkeeping, not a change of the cluster. The module never reports
     C(changed), so a re-run that changes nothing still says C(changed=0).
 requirements:
@@ -59,8 +59,9 @@ options:
     default: 600
   stale:
     description:
-      - Seconds after which the lock of a run that is gone may be taken over (the role's
-        C(raygate_cluster_lock_stale)). A run seen running on this controller keeps its lock however old.
+      - Age in seconds after which the lock of a run from another controller is taken over (the role's
+        C(raygate_cluster_lock_stale)). A run of this controller is judged by its process instead. Seen
+        running, it keeps its lock however old; gone, its lock is taken over at once.
     type: int
     default: 900
   interval:
@@ -76,8 +77,8 @@ options:
     description: The id of a stale holder whose lock to take. Set by the action plugin only.
     type: str
 notes:
-  - C(ansible-playbook) killed with SIGKILL keeps the lock until it is stale; every other end of a
-    run gives it back in the run summary's play.
+  - A run gives the lock back in its summary play. One that ends before it (ansible-playbook
+    killed, or interrupted with Ctrl-C) leaves the lock behind, for the next run to take over.
 """
 
 EXAMPLES = r"""
@@ -105,7 +106,9 @@ action:
   type: str
   sample: take
 holder:
-  description: The run that holds the lock after this call, with its C(since) (epoch seconds, the head's clock) and C(age).
+  description:
+    - The run that holds the lock after this call, with its C(since) (epoch seconds, the head's clock)
+      and C(age).
   returned: when the lock is held
   type: dict
   sample: {id: "ctl1:4242:183764", user: root, controller: ctl1, pid: 4242, playbook: site, since: 1795926000, age: 3}

@@ -7,8 +7,8 @@ a waiting run says.
 
 A run is its ansible-playbook process: the controller's name, the process id and the process's
 start time (so that a process id used again by another process is not taken for the holder). Only
-the controller that ran the holder can see whether its process is gone; a holder from another
-controller is judged by the lock's age alone.
+the controller that ran the holder can see whether its process is gone (then its lock is taken over
+at once); a holder from another controller is judged by the lock's age alone.
 """
 
 from __future__ import annotations
@@ -56,9 +56,14 @@ def holder_alive(holder, controller, proc="/proc"):
 
 
 def may_take_over(holder, controller, stale, proc="/proc"):
-    """Whether the lock of HOLDER (with its ``age``) may be taken: its run is not seen running and
-    the lock is at least STALE seconds old. A holder seen running keeps it, however old."""
-    return holder_alive(holder, controller, proc) is not True and holder.get("age", 0) >= stale
+    """Whether the lock of HOLDER (with its ``age``) may be taken: at once when its run is seen gone
+    on this controller (ansible-playbook killed or interrupted before its summary); a run of another
+    controller, which cannot be seen, once the lock is STALE seconds old. A run seen running keeps
+    it, however old."""
+    alive = holder_alive(holder, controller, proc)
+    if alive is None:
+        return holder.get("age", 0) >= stale
+    return not alive
 
 
 def describe(holder):
@@ -74,12 +79,12 @@ def describe(holder):
 
 def busy_message(head, holder, waited, wait, stale, alive):
     """Why a run stops without changing anything, and what to do."""
-    seen = {
-        True: "that run is still going",
-        False: "that run is gone, but its lock is younger than raygate_cluster_lock_stale (%d s)" % stale,
-        None: "that run's controller is not this one, so only the lock's age can tell that it is gone "
-        "(raygate_cluster_lock_stale, %d s)" % stale,
-    }[alive]
+    seen = (
+        "that run is still going"
+        if alive
+        else "that run's controller is not this one, so only the lock's age can tell that it is gone "
+        "(raygate_cluster_lock_stale, %d s)" % stale
+    )
     return (
         "%s: the cluster lock is held by %s; waited %d s (raygate_cluster_lock_wait, %d s) and changed "
         "nothing; %s. Run again once it has ended, or raise raygate_cluster_lock_wait"
@@ -87,8 +92,11 @@ def busy_message(head, holder, waited, wait, stale, alive):
     )
 
 
-def take_over_warning(head, holder):
-    return "%s: took over the cluster lock of %s: that run is not seen running and its lock is stale" % (
-        head,
-        describe(holder),
+def take_over_warning(head, holder, stale):
+    """The warning of a take-over: the run was seen gone, or it ran elsewhere and its lock is stale."""
+    why = (
+        "its run is of another controller and the lock is older than raygate_cluster_lock_stale (%d s)" % stale
+        if holder.get("controller") != holder.get("taken_by")
+        else "that run is gone (its process no longer runs here)"
     )
+    return "%s: took over the cluster lock of %s: %s" % (head, describe(holder), why)

@@ -3,7 +3,7 @@ previous one left): upgrade (no-op, bad version, injected start failure with rol
 upgrade), scale 3 -> 4, remove_node (head refused, worker drained), scale back with --limit, and
 a health re-check that evicts a worker with an injected Xid; then one run at a time (the cluster lock):
 a second site.yml waits for the first (and one told to wait less stops, naming it), site.yml waits for
-a teardown, and the lock of a killed controller is taken over once stale.
+a teardown, and the lock of a killed run is taken over by the next.
 
 Run on its own (`pytest tests/integration/day2`): it owns the sandbox while it runs.
 """
@@ -376,14 +376,15 @@ def test_site_during_teardown_waits_and_brings_the_whole_cluster_up(day2):
     assert lock_holder() is None
 
 
-def test_the_lock_of_a_killed_controller_is_taken_over_once_stale(day2):
+def test_the_lock_of_a_killed_run_is_taken_over_by_the_next(day2):
     before = raylets()
     killed = Background(day2, "site.yml")
     wait_until("site.yml holds the cluster lock", lambda: holding(killed, "site") or killed.proc.poll() is not None)
     killed.signal(signal.SIGKILL)
     killed.finish()
     assert lock_holder()["pid"] == killed.proc.pid  # left behind
-    rc, out = play(day2, "site.yml", "-e", "raygate_cluster_lock_stale=5")
+    # Its process is gone from this controller: taken over at once, whatever raygate_cluster_lock_stale.
+    rc, out = play(day2, "site.yml")
     assert rc == 0, out[-4000:]
     taken = r"took over the cluster lock of site\.yml run by \S+ on \S+ \(pid %d\)" % killed.proc.pid
     assert re.search(taken, flat(out)), out[-4000:]

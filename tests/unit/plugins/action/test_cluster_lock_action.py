@@ -74,23 +74,30 @@ def test_the_run_takes_the_lock_once_the_holder_gives_it_back(tmp_path):
     assert len(calls) == 3 and result["taken_over"] is None
 
 
-def test_a_stale_lock_of_a_gone_run_is_taken_over_with_a_warning(tmp_path):
+def test_the_lock_of_a_run_gone_from_this_controller_is_taken_over_at_once(tmp_path):
     path = tmp_path / "cluster.lock"
-    held_by(path, OTHER, since=0)
-    result, calls, display = run_action(path, alive=False, wait=30, stale=60)
+    with mock.patch.object(node.time, "time", return_value=1000.0):
+        held_by(path, OTHER, since=999)
+        result, calls, display = run_action(path, alive=False, wait=30, stale=900)
     assert result["action"] == "take" and result["taken_over"]["id"] == OTHER["id"]
     assert calls[-1]["take_over"] == OTHER["id"]
     warning = display.warning.call_args[0][0]
     assert "took over the cluster lock of teardown.yml run by ops on ctl1 (pid 200)" in warning
+    assert "that run is gone" in warning
 
 
-def test_a_gone_run_keeps_a_young_lock(tmp_path):
+def test_another_controllers_lock_is_taken_over_once_stale_and_kept_before(tmp_path):
     path = tmp_path / "cluster.lock"
+    other = dict(OTHER, id="ctl2:200:7", controller="ctl2")
     with mock.patch.object(node.time, "time", return_value=1000.0):
-        held_by(path, OTHER, since=990)
-        result, calls, _display = run_action(path, alive=False, wait=0, stale=60)
-    assert result["failed"] is True and "is gone, but its lock is younger" in result["msg"]
-    assert all("take_over" not in c for c in calls)
+        held_by(path, other, since=990)
+        result, calls, _display = run_action(path, alive=None, wait=0, stale=60)
+        assert result["failed"] is True and "only the lock's age can tell" in result["msg"]
+        assert all("take_over" not in c for c in calls)
+        held_by(path, other, since=940)
+        result, calls, display = run_action(path, alive=None, wait=30, stale=60)
+    assert result["action"] == "take" and result["taken_over"]["id"] == other["id"]
+    assert "another controller" in display.warning.call_args[0][0]
 
 
 def test_check_mode_looks_once_and_warns(tmp_path):

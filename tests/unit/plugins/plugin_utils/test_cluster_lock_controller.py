@@ -48,13 +48,18 @@ def test_take_over_only_a_lock_not_seen_running_and_stale(proc, controller, age,
     assert lock.may_take_over(holder, controller, stale, proc) is allowed
 
 
-def test_a_gone_run_of_this_controller_is_taken_over_once_stale(proc):
-    gone = {"id": "ctl1:999:5", "controller": "ctl1", "pid": 999, "age": 30}
-    assert lock.may_take_over(gone, "ctl1", 60, proc) is False
-    assert lock.may_take_over(dict(gone, age=60), "ctl1", 60, proc) is True
+def test_a_gone_run_of_this_controller_is_taken_over_at_once(proc):
+    gone = {"id": "ctl1:999:5", "controller": "ctl1", "pid": 999, "age": 0}
+    assert lock.may_take_over(gone, "ctl1", 900, proc) is True
 
 
-@pytest.mark.parametrize("alive, words", [(True, "still going"), (False, "is gone"), (None, "not this one")])
+def test_the_take_over_warning_says_why():
+    holder = {"playbook": "site", "user": "root", "controller": "ctl1", "pid": 9, "age": 3}
+    assert "that run is gone" in lock.take_over_warning("node1", dict(holder, taken_by="ctl1"), 900)
+    assert "another controller" in lock.take_over_warning("node1", dict(holder, taken_by="ctl2"), 900)
+
+
+@pytest.mark.parametrize("alive, words", [(True, "still going"), (None, "not this one")])
 def test_the_busy_message_names_the_holder_the_wait_and_the_fix(alive, words):
     holder = {"playbook": "teardown", "user": "ops", "controller": "ctl2", "pid": 77, "age": 312}
     msg = lock.busy_message("node1", holder, 600.4, 600, 900, alive)

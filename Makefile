@@ -221,6 +221,13 @@ slurm: bootstrap wheelhouse  ## Slurm suite on a 3-node sandbox with a real Slur
 gcsft: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS fault tolerance: kill -9 of gcs_server and a head reboot lose no actor, job or worker (root)
 	$(BIN)/pytest -q tests/integration/gcsft
 
+# The flake hunt of issue 44: TestProcess GCSFT_RUNS times in a row, each run's result on a line
+# of artifacts/gcsft-loop.log, a failed run's output and Ray logs kept (docs/RELIABILITY.md).
+GCSFT_RUNS ?= 20
+.PHONY: gcsft-loop
+gcsft-loop: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS FT process scenarios GCSFT_RUNS times in a row (root; not in make test)
+	tests/integration/gcsft/loop.sh $(GCSFT_RUNS)
+
 .PHONY: faults
 faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift, security (root)
 	$(BIN)/pytest -q tests/integration/faults

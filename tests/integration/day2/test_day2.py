@@ -334,6 +334,21 @@ def stopped_holder(day2, name, playbook):
     return first
 
 
+def waits_behind(day2, holder, name):
+    """Start NAME while HOLDER (stopped) holds the lock; once NAME says it waits, let HOLDER go on.
+    Both must end well: returns NAME's (rc, output)."""
+    try:
+        waiter = Background(day2, name)
+        wait_until("%s waits for the cluster lock" % name, lambda: "waiting for the cluster lock" in waiter.out)
+    finally:
+        holder.signal(signal.SIGCONT)
+    rc, out = holder.finish()
+    assert rc == 0, out[-4000:]
+    rc, out = waiter.finish()
+    assert rc == 0, out[-4000:]
+    return rc, out
+
+
 def test_a_second_site_run_waits_for_the_first_then_changes_nothing(day2):
     before = raylets()
     first = stopped_holder(day2, "site.yml", "site")
@@ -345,15 +360,11 @@ def test_a_second_site_run_waits_for_the_first_then_changes_nothing(day2):
         assert re.search(held, flat(out)), out[-3000:]
         assert "changed nothing" in flat(out) and "that run is still going" in flat(out)
         assert raylets() == before
-        # With the default wait it waits for the first run, which goes on now.
-        second = Background(day2, "site.yml")
-        wait_until("the second run waits", lambda: "waiting for the cluster lock" in second.out)
-    finally:
+    except BaseException:
         first.signal(signal.SIGCONT)
-    rc, out = first.finish()
-    assert rc == 0, out[-4000:]
-    rc, out = second.finish()
-    assert rc == 0, out[-4000:]
+        raise
+    # With the default wait it waits for the first run.
+    rc, out = waits_behind(day2, first, "site.yml")
     assert all(r["changed"] == "0" for r in recap(out).values()), recap(out)
     assert raylets() == before
     assert lock_holder() is None
@@ -361,15 +372,7 @@ def test_a_second_site_run_waits_for_the_first_then_changes_nothing(day2):
 
 def test_site_during_teardown_waits_and_brings_the_whole_cluster_up(day2):
     down = stopped_holder(day2, "teardown.yml", "teardown")
-    try:
-        up = Background(day2, "site.yml")
-        wait_until("site.yml waits for teardown.yml", lambda: "waiting for the cluster lock" in up.out)
-    finally:
-        down.signal(signal.SIGCONT)
-    rc, out = down.finish()
-    assert rc == 0, out[-4000:]
-    rc, out = up.finish()
-    assert rc == 0, out[-4000:]
+    waits_behind(day2, down, "site.yml")
     # Nothing half-up: the teardown ended before site.yml began, which brought every node up.
     assert sorted(raylets()) == [1, 2, 3]
     assert alive_ips() == [NODES[1], NODES[2], NODES[3]]

@@ -170,7 +170,7 @@ def misplaced(path):
     imported = imported_modules(parse(path)[1])
     if not imported:
         return "imports no plugins/ code"
-    if folder.split("/")[0] == "module_utils":
+    if folder.split("/", maxsplit=1)[0] == "module_utils":
         controller = sorted(m for m in imported if m.startswith("plugin_utils/"))
         if controller:
             return "a test of node-side code imports controller code %s: tests of it go in plugin_utils/" % controller

@@ -57,10 +57,11 @@ class ActionModule(ActionBase):
             if current.get("failed") or current.get("unreachable") or current.get("action") != "busy":
                 return True, current
             holder = current["holder"]
-            if lock.may_take_over(holder, controller, args["stale"]):
+            alive = lock.holder_alive(holder, controller)
+            if lock.may_take_over(holder, alive, args["stale"]):
                 taken = call(take_over=holder["id"])
                 if taken.get("action") == "take":
-                    display.warning(lock.take_over_warning(head, dict(holder, taken_by=controller), args["stale"]))
+                    display.warning(lock.take_over_warning(head, holder, args["stale"], alive))
                 return taken.get("action") != "busy", taken
             return False, current
 

@@ -55,12 +55,11 @@ def holder_alive(holder, controller, proc="/proc"):
     return started is not None and holder.get("id") == "%s:%d:%s" % (controller, pid, started)
 
 
-def may_take_over(holder, controller, stale, proc="/proc"):
-    """Whether the lock of HOLDER (with its ``age``) may be taken: at once when its run is seen gone
-    on this controller (ansible-playbook killed or interrupted before its summary); a run of another
-    controller, which cannot be seen, once the lock is STALE seconds old. A run seen running keeps
-    it, however old."""
-    alive = holder_alive(holder, controller, proc)
+def may_take_over(holder, alive, stale):
+    """Whether the lock of HOLDER (with its ``age``) may be taken, ALIVE being what
+    ``holder_alive`` says of it: at once when its run is seen gone on this controller
+    (ansible-playbook killed or interrupted before its summary); a run of another controller, which
+    cannot be seen, once the lock is STALE seconds old. A run seen running keeps it, however old."""
     if alive is None:
         return holder.get("age", 0) >= stale
     return not alive
@@ -77,26 +76,29 @@ def describe(holder):
     )
 
 
+WHY = {
+    True: "that run is still going",
+    False: "that run is gone, but another run took the lock first",
+    None: "that run's controller is not this one, so only the lock's age can tell that it is gone "
+    "(raygate_cluster_lock_stale, %d s)",
+}
+
+
 def busy_message(head, holder, waited, wait, stale, alive):
     """Why a run stops without changing anything, and what to do."""
-    seen = (
-        "that run is still going"
-        if alive
-        else "that run's controller is not this one, so only the lock's age can tell that it is gone "
-        "(raygate_cluster_lock_stale, %d s)" % stale
-    )
+    why = WHY[alive] % stale if alive is None else WHY[alive]
     return (
         "%s: the cluster lock is held by %s; waited %d s (raygate_cluster_lock_wait, %d s) and changed "
         "nothing; %s. Run again once it has ended, or raise raygate_cluster_lock_wait"
-        % (head, describe(holder), waited, wait, seen)
+        % (head, describe(holder), waited, wait, why)
     )
 
 
-def take_over_warning(head, holder, stale):
-    """The warning of a take-over: the run was seen gone, or it ran elsewhere and its lock is stale."""
+def take_over_warning(head, holder, stale, alive):
+    """The warning of a take-over: the run was seen gone here, or it ran elsewhere and its lock is stale."""
     why = (
         "its run is of another controller and the lock is older than raygate_cluster_lock_stale (%d s)" % stale
-        if holder.get("controller") != holder.get("taken_by")
+        if alive is None
         else "that run is gone (its process no longer runs here)"
     )
     return "%s: took over the cluster lock of %s: %s" % (head, describe(holder), why)

@@ -36,30 +36,27 @@ def test_a_holder_is_alive_while_its_process_runs_with_the_same_start(proc):
 
 
 @pytest.mark.parametrize(
-    "controller, age, stale, allowed",
+    "alive, age, stale, allowed",
     [
-        ("ctl1", 10_000, 900, False),  # seen running: never taken, however old
-        ("ctl2", 899, 900, False),  # another controller's, younger than stale
-        ("ctl2", 900, 900, True),  # another controller's, stale
+        (True, 10_000, 900, False),  # seen running: never taken, however old
+        (False, 0, 900, True),  # seen gone from this controller: taken at once
+        (None, 899, 900, False),  # another controller's, younger than stale
+        (None, 900, 900, True),  # another controller's, stale
     ],
 )
-def test_take_over_only_a_lock_not_seen_running_and_stale(proc, controller, age, stale, allowed):
-    holder = {"id": "ctl1:4242:98765", "controller": "ctl1", "pid": 4242, "age": age}
-    assert lock.may_take_over(holder, controller, stale, proc) is allowed
-
-
-def test_a_gone_run_of_this_controller_is_taken_over_at_once(proc):
-    gone = {"id": "ctl1:999:5", "controller": "ctl1", "pid": 999, "age": 0}
-    assert lock.may_take_over(gone, "ctl1", 900, proc) is True
+def test_take_over_a_run_seen_gone_at_once_and_another_controllers_once_stale(alive, age, stale, allowed):
+    assert lock.may_take_over({"age": age}, alive, stale) is allowed
 
 
 def test_the_take_over_warning_says_why():
     holder = {"playbook": "site", "user": "root", "controller": "ctl1", "pid": 9, "age": 3}
-    assert "that run is gone" in lock.take_over_warning("node1", dict(holder, taken_by="ctl1"), 900)
-    assert "another controller" in lock.take_over_warning("node1", dict(holder, taken_by="ctl2"), 900)
+    assert "that run is gone" in lock.take_over_warning("node1", holder, 900, False)
+    assert "another controller" in lock.take_over_warning("node1", holder, 900, None)
 
 
-@pytest.mark.parametrize("alive, words", [(True, "still going"), (None, "not this one")])
+@pytest.mark.parametrize(
+    "alive, words", [(True, "still going"), (False, "another run took the lock first"), (None, "not this one")]
+)
 def test_the_busy_message_names_the_holder_the_wait_and_the_fix(alive, words):
     holder = {"playbook": "teardown", "user": "ops", "controller": "ctl2", "pid": 77, "age": 312}
     msg = lock.busy_message("node1", holder, 600.4, 600, 900, alive)

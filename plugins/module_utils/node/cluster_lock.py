@@ -93,15 +93,13 @@ def _apply(path, params, holder, now, check_mode):
     current = read_lock(path)
     action = decide(current, params["state"], holder, params["take_over"])
     answer = {"changed": False, "action": action, "path": path, "holder": None, "taken_over": None}
-    if action == "busy":
+    if action in ("busy", "keep"):
         answer["holder"] = with_age(current, now)
     elif action == "take":
         mine = dict(holder, since=int(now))
         write_file(path, json.dumps(mine, sort_keys=True) + "\n", mode=0o600, check_mode=check_mode)
         answer["holder"] = with_age(mine, now)
         answer["taken_over"] = with_age(current, now) if current else None
-    elif action == "keep":
-        answer["holder"] = with_age(current, now)
     elif action == "release":
         remove_path(path, check_mode=check_mode)
     return answer

@@ -59,6 +59,11 @@ class ActionModule(ActionBase):
         if watched:
             summary["watched_out"] = watched
             summary["message"] += "; " + rs.watched_text(watched, summary["in"])
+        if args["playbook"] == "upgrade" and summary["result"] == "degraded":
+            versions, target = rs.left_on(hvs, answers, summary["out"])
+            if versions:
+                summary["left_on"] = versions
+                summary["message"] += "; " + rs.left_on_text(versions, target)
         if args["write"] and not self._task.check_mode:
             path = os.path.join(args["dest"], "%s.json" % args["playbook"])
             os.makedirs(args["dest"], exist_ok=True)

@@ -83,6 +83,39 @@ def watched_text(watched, done):
     return "the watcher had taken out: %s" % "; ".join(parts)
 
 
+def left_on(hostvars_by_host, answers, out_hosts):
+    """upgrade.yml: ``({host: version | None}, target | None)``. For each node out of the run, the
+    version it ran when this run read it (``answers["upgrade_from"]``; None for a node that never
+    answered), and the version the nodes in the run went to (``answers["upgrade_to"]``). Both
+    names are optional: ``({}, None)`` without them."""
+    source, dest = answers.get("upgrade_from"), answers.get("upgrade_to")
+    if not source or not dest:
+        return {}, None
+    versions = {host: _version(hostvars_by_host.get(host, {}).get(source)) for host in out_hosts}
+    targets = [_version(hv.get(dest)) for host, hv in hostvars_by_host.items() if host not in out_hosts]
+    return versions, next((t for t in targets if t), None)
+
+
+def _version(venv):
+    """``ray-2.60.0-py3.11`` from the versioned virtualenv's path, or None when there is none."""
+    if not isinstance(venv, str) or not venv.strip("/"):
+        return None
+    return venv.rstrip("/").rsplit("/", 1)[-1]
+
+
+def left_on_text(versions, target):
+    """One sentence naming the nodes an upgrade left behind, on which version, and what brings them."""
+    parts = [
+        "%s on %s" % (host, versions[host]) if versions[host] else "%s (its version not read: it never answered)" % host
+        for host in sorted(versions)
+    ]
+    to = target or "the new version"
+    return (
+        "not upgraded: %s; once they answer, site.yml with the same raygate_ray_version brings them to %s "
+        "without stopping the others (upgrade.yml would restart every node)" % (", ".join(parts), to)
+    )
+
+
 def probe(address, port=22, timeout=5.0):
     """None when ``address:port`` accepts a TCP connection, else the error (why SSH failed)."""
     try:

@@ -55,6 +55,11 @@ def node(index, command):
     return run([SANDBOX, "exec", str(index), "bash", "-c", command], timeout=120)
 
 
+def link(index, up):
+    """Take a sandbox node's only link down (it goes dark: SSH and Ray traffic alike) or back up."""
+    return run(["ip", "netns", "exec", "rg-node%d" % index, "ip", "link", "set", "eth0", "up" if up else "down"])
+
+
 @pytest.fixture(scope="session")
 def sandbox3():
     rc, out = run([SANDBOX, "up", "3"], timeout=180)

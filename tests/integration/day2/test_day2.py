@@ -3,7 +3,9 @@ previous one left): upgrade (no-op, bad version, injected start failure with rol
 upgrade), scale 3 -> 4, remove_node (head refused, worker drained), scale back with --limit, and
 a health re-check that evicts a worker with an injected Xid; then one run at a time (the cluster lock):
 a second site.yml waits for the first (and one told to wait less stops, naming it), site.yml waits for
-a teardown, and the lock of a killed run is taken over by the next.
+a teardown, and the lock of a killed run is taken over by the next; last, upgrades with nodes down (the
+rollback above runs with one dead): one worker dead from the start and one going dark mid-run are named
+with the version they were left on, and the next site.yml brings them to the cluster's.
 
 Run on its own (`pytest tests/integration/day2`): it owns the sandbox while it runs.
 """
@@ -16,7 +18,7 @@ import subprocess
 import threading
 
 import pytest
-from conftest import ROOT, SANDBOX, needs_root, node, recap, run, scratch_inventory, wait_until
+from conftest import ROOT, SANDBOX, link, needs_root, node, recap, run, scratch_inventory, wait_until
 
 pytestmark = needs_root
 
@@ -99,6 +101,11 @@ def alive_ips():
     return sorted(n["node_ip"] for n in nodes if n["state"] == "ALIVE")
 
 
+def run_summary(day2, playbook):
+    """What the last run of PLAYBOOK wrote as its run summary."""
+    return json.loads((day2["base"] / "runs" / ("%s.json" % playbook)).read_text())
+
+
 def firewall_sources(index):
     rc, out = node(index, "nft list table inet raygate 2>/dev/null")
     return set(re.findall(r"198\.18\.0\.\d+", out))
@@ -143,18 +150,27 @@ def test_upgrade_with_a_failing_start_rolls_back(day2):
     rc, out = node(3, "mv %s %s.saved && printf '#!/bin/sh\\necho injected failure >&2\\nexit 3\\n' > %s && chmod +x %s"
                    % (broken, broken, broken, broken))  # fmt: skip
     assert rc == 0, out
-    rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + NEW)
-    assert rc != 0
-    assert "rolled back" in out or "runs ray-%s-py3.11 again" % PREV in out, out[-4000:]
-    assert "node3" in out[-3000:]
-    running = raylets()
-    assert sorted(running) == [1, 2, 3], running
-    assert {run_from for pid, run_from in running.values()} == {"ray-%s-py3.11" % PREV}
-    assert alive_ips() == [NODES[1], NODES[2], NODES[3]]
-    for index in (1, 2, 3):
-        rc, target = node(index, "readlink /opt/raygate/current")
-        assert target.strip().endswith("ray-%s-py3.11" % PREV), (index, target)
-    node(3, "mv %s.saved %s" % (broken, broken))
+    # The rollback works with a node down (issue 44): node2 is dead from the start.
+    link(2, False)
+    try:
+        rc, out = play(day2, "upgrade.yml", "-e", "raygate_ray_version=" + NEW)
+        assert "rolled back" in out or "runs ray-%s-py3.11 again" % PREV in out, out[-4000:]
+        assert "node3" in out[-3000:]
+        # A failed upgrade still ends with its run summary (rc 2, result failed), node2 named.
+        assert rc == 2, out[-4000:]
+        got = run_summary(day2, "upgrade")
+        assert got["result"] == "failed", got
+        assert "every node in the run runs ray-%s-py3.11 again" % PREV in got["message"], got
+        assert got["out"]["node2"]["status"] == "unreachable", got
+        running = raylets()
+        assert {i: running[i][1] for i in (1, 3)} == {1: "ray-%s-py3.11" % PREV, 3: "ray-%s-py3.11" % PREV}, running
+        assert alive_ips() == [NODES[1], NODES[3]]
+        for index in (1, 3):
+            rc, target = node(index, "readlink /opt/raygate/current")
+            assert target.strip().endswith("ray-%s-py3.11" % PREV), (index, target)
+    finally:
+        link(2, True)
+        node(3, "mv %s.saved %s" % (broken, broken))
 
 
 def test_upgrade_switches_every_node_and_reports_the_downtime(day2):
@@ -397,3 +413,53 @@ def test_the_lock_of_a_killed_run_is_taken_over_by_the_next(day2):
     assert all(r["changed"] == "0" for r in recap(out).values()), recap(out)
     assert raylets() == before
     assert lock_holder() is None
+
+
+# -- an upgrade with nodes down (issue 44): one worker dead from the start, one going dark mid-run ----
+HEALTHY = {"gpu": {"model": "H100", "count": 8}}
+
+
+def test_upgrade_with_a_dead_and_a_dark_worker_upgrades_the_others_and_names_them(day2):
+    # node4 (taken out by the re-check above, on the new version) is dead from the start; node3
+    # goes dark once the workers have stopped. The run goes back to the previous version: the
+    # wheelhouse has two, and the switch is the same either way.
+    link(4, False)
+    upgrade = None
+    try:
+        upgrade = Background(day2, "upgrade.yml", "-e", "raygate_ray_version=" + PREV, inv="four")
+        wait_until("upgrade.yml stops node3's worker",
+                   lambda: upgrade.proc.poll() is not None or 3 not in raylets(), timeout=900)  # fmt: skip
+        assert upgrade.proc.poll() is None, upgrade.out[-4000:]
+        link(3, False)
+        rc, out = upgrade.finish()
+        assert rc == 0, out[-4000:]
+        got = run_summary(day2, "upgrade")
+        assert got["result"] == "degraded" and got["in"] == ["node1", "node2"], got
+        assert got["out"]["node3"]["status"] == "unreachable" and got["out"]["node4"]["status"] == "unreachable", got
+        # Named with the version each was left on (node4's was never read: it did not answer).
+        assert got["left_on"] == {"node3": "ray-%s-py3.11" % NEW, "node4": None}, got
+        assert "node3 on ray-%s-py3.11" % NEW in flat(got["message"]), got["message"]
+        running = raylets()
+        assert {i: running[i][1] for i in (1, 2)} == {1: "ray-%s-py3.11" % PREV, 2: "ray-%s-py3.11" % PREV}, running
+        assert alive_ips() == [NODES[1], NODES[2]]
+    finally:
+        if upgrade is not None and upgrade.proc.poll() is None:
+            upgrade.signal(signal.SIGKILL)
+        link(3, True)
+        link(4, True)
+
+
+def test_the_next_site_run_brings_the_nodes_left_behind_to_the_new_version(day2):
+    path = day2["base"] / "healthy.json"
+    path.write_text(json.dumps(HEALTHY))
+    rc, out = run([SANDBOX, "scenario", "4", str(path)], timeout=120)
+    assert rc == 0, out
+    before = raylets()
+    rc, out = play(day2, "site.yml", "-e", "raygate_ray_version=" + PREV, inv="four")
+    assert rc == 0, out[-4000:]
+    assert run_summary(day2, "site")["result"] == "complete"
+    after = raylets()
+    assert sorted(after) == [1, 2, 3, 4], after
+    assert {i: after[i] for i in (1, 2)} == {i: before[i] for i in (1, 2)}, "an upgraded node restarted"
+    assert {run_from for pid, run_from in after.values()} == {"ray-%s-py3.11" % PREV}
+    assert alive_ips() == sorted(NODES.values())

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, VENV_BIN, Capture, needs_root, node, recap, run, scratch_inventory
+from conftest import ROOT, SANDBOX, VENV_BIN, Capture, link, needs_root, node, recap, run, scratch_inventory
 
 from ansible_collections.raygate.cluster.plugins.plugin_utils import tls
 
@@ -111,11 +111,6 @@ def record(cluster, fault, response, detect, recover, left):
     cluster["figures"].append(
         {"fault": fault, "response": response, "detect_s": detect, "recover_s": recover, "left": left}
     )
-
-
-def link(index, up):
-    """Take a node's only link down (it goes dark: SSH and Ray traffic alike) or back up."""
-    return run(["ip", "netns", "exec", "rg-node%d" % index, "ip", "link", "set", "eth0", "up" if up else "down"])
 
 
 def raylets():

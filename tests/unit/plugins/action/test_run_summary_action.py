@@ -139,3 +139,56 @@ def test_invalid_arguments_fail_and_write_nothing(tmp_path, probes, args, match)
         run_action(dict(args, dest=str(tmp_path / "runs")), hostvars())
     assert not (tmp_path / "runs").exists()
     assert probes == []
+
+
+def upgrade_hostvars():
+    """upgrade.yml's end with node3 gone dark after its version was read, node4 dead from the start."""
+    return {
+        "node1": {
+            "raygate_run_ok": True,
+            "raygate_upgrade_from": "/opt/raygate/ray-2.59.0-py3.11",
+            "raygate_upgrade_to": "/opt/raygate/ray-2.60.0-py3.11",
+        },  # fmt: skip
+        "node2": {
+            "raygate_run_ok": True,
+            "raygate_upgrade_from": "/opt/raygate/ray-2.59.0-py3.11",
+            "raygate_upgrade_to": "/opt/raygate/ray-2.60.0-py3.11",
+        },  # fmt: skip
+        "node3": {
+            "raygate_upgrade_from": "/opt/raygate/ray-2.59.0-py3.11",
+            "raygate_upgrade_to": "/opt/raygate/ray-2.60.0-py3.11",
+            "raygate_node_call": {"unreachable": True, "msg": "ssh: connect timed out"},
+        },  # fmt: skip
+        "node4": {"raygate_preflight_call": {"unreachable": True, "msg": "ssh: no route to host"}},
+    }
+
+
+def test_an_upgrade_names_the_nodes_it_left_behind_with_their_version(tmp_path, probes):
+    hosts = ["node1", "node2", "node3", "node4"]
+    args = {"playbook": "upgrade", "hosts": hosts, "head": "node1", "dest": str(tmp_path)}
+    res = run_action(args, upgrade_hostvars())
+    assert (res["result"], res["failed"]) == ("degraded", False)
+    assert res["left_on"] == {"node3": "ray-2.59.0-py3.11", "node4": None}
+    assert res["msg"].endswith(
+        "not upgraded: node3 on ray-2.59.0-py3.11, node4 (its version not read: it never answered); once they "
+        "answer, site.yml with the same raygate_ray_version brings them to ray-2.60.0-py3.11 without stopping "
+        "the others (upgrade.yml would restart every node)"
+    ), res["msg"]
+    assert json.loads((tmp_path / "upgrade.json").read_text())["left_on"] == res["left_on"]
+
+
+def test_a_rolled_back_upgrade_names_no_node_left_behind(tmp_path, probes):
+    # Rolled back: every node failed the last step and runs the old version again; nobody is behind.
+    hv = upgrade_hostvars()
+    for host in ("node1", "node2"):
+        hv[host] = dict(hv[host], raygate_run_ok=False, raygate_out={"status": "failed", "task": "upgrade",
+                                                                     "error": "rolled back"})  # fmt: skip
+    res = run_action({"playbook": "upgrade", "hosts": list(hv), "head": "node1", "dest": str(tmp_path)}, hv)
+    assert res["result"] == "failed" and "left_on" not in res
+    assert "not upgraded" not in res["msg"]
+
+
+def test_site_names_no_version(tmp_path, probes):
+    res = run_action({"playbook": "site", "hosts": ["node1", "node3"], "head": "node1", "dest": str(tmp_path)},
+                     upgrade_hostvars())  # fmt: skip
+    assert res["result"] == "degraded" and "left_on" not in res and "not upgraded" not in res["msg"]

@@ -284,3 +284,34 @@ def test_gate_message_finds_a_failed_verdict_only():
     assert rs.gate_message({"n1": {"raygate_health": {"ok": True, "message": "passed"}}}, answers=ANSWERS) is None
     failed = {"n1": {}, "n2": {"raygate_health": {"ok": False, "message": "health gate failed: head n1 is unhealthy"}}}
     assert rs.gate_message(failed, answers=ANSWERS) == "health gate failed: head n1 is unhealthy"
+
+
+NAMES = {"upgrade_from": "was", "upgrade_to": "goes"}
+
+
+def test_left_on_reads_each_out_node_s_version_and_the_target_from_a_node_in():
+    hv = {
+        "n1": {"was": "/opt/raygate/ray-1.0.0-py3.11", "goes": "/opt/raygate/ray-2.0.0-py3.11/"},
+        "n2": {"was": "/opt/raygate/ray-1.0.0-py3.11", "goes": "/opt/raygate/ray-2.0.0-py3.11"},
+        "n3": {},
+    }
+    assert rs.left_on(hv, NAMES, {"n2": {}, "n3": {}}) == (
+        {"n2": "ray-1.0.0-py3.11", "n3": None},
+        "ray-2.0.0-py3.11",
+    )
+
+
+@pytest.mark.parametrize("venv", [None, "", "/", 3, {}])
+def test_left_on_a_version_never_read_is_none(venv):
+    assert rs.left_on({"n1": {"was": venv}}, NAMES, ["n1"]) == ({"n1": None}, None)
+
+
+def test_left_on_without_the_names_is_nothing():
+    assert rs.left_on({"n1": {"was": "/x/ray-1"}}, {}, ["n1"]) == ({}, None)
+    assert rs.left_on({"n1": {"was": "/x/ray-1"}}, {"upgrade_from": "was"}, ["n1"]) == ({}, None)
+
+
+def test_left_on_text_without_a_target_says_the_new_version():
+    text = rs.left_on_text({"b": None, "a": "ray-1"}, None)
+    assert text.startswith("not upgraded: a on ray-1, b (its version not read: it never answered);")
+    assert "brings them to the new version" in text

@@ -14,6 +14,8 @@ A watch run (roles/raygate/files/raygate_node_watch.py) runs the gate's node che
   atomic in the GCS), so watchers firing at the same moment on many nodes are counted one after
   the other. Past the breaker's share within its window the node stays in and the refusal is
   reported. Then Ray's drain (preemption, with the deadline) takes it out with the reason.
+- ``held_fabric``: the fabric counters' growth a take-out not done was for, kept pending (the
+  watcher judges that growth over its own short window, so it cannot read it again as an Xid is).
 - ``render_textfile``: the node_exporter textfile of the last verdict.
 
 ``gcs`` is an adapter with ``nodes()``, ``kv_put(key, value, overwrite)`` (True when it added the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_collections.raygate.cluster.plugins.module_utils.gate.gpu_checks import FABRIC_WINDOW_DEFAULT
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import render
 from ansible_collections.raygate.cluster.plugins.module_utils.gate.textfile import sample as _sample
 
@@ -40,6 +43,8 @@ LOCK_WAIT_S = 30
 LOG_OVERLAP_S = 120
 DO_NOT_ALLOCATE = "do-not-allocate"
 REASON_PREFIX = "raygate-watch: "
+# gpu_health's checks of the fabric counters' growth.
+FABRIC_CHECKS = ("fabric_errors", "link_flaps")
 
 
 def findings(result):
@@ -67,6 +72,47 @@ def log_window(state, now, first_window):
     if not isinstance(last, (int, float)) or last > now or state.get("pending"):
         return int(first_window)
     return int(now - last) + LOG_OVERLAP_S
+
+
+def gate_fabric_window(params):
+    """The gate's own fabric window in the checks' arguments (gpu_health's default when they name none)."""
+    return int(params.get("fabric_window", FABRIC_WINDOW_DEFAULT))
+
+
+def _check_name(finding):
+    return finding.split(":", 1)[0]
+
+
+def _still_counted(held, now, window, boot_id):
+    """Whether a gate run would still count the growth behind ``held`` (``{finding, at, boot_id}``):
+    within ``window`` s of the last run that found it (0: the whole boot), on the same boot."""
+    at = held.get("at")
+    if not isinstance(at, (int, float)) or not isinstance(held.get("finding"), str):
+        return False
+    if boot_id and held.get("boot_id") and held["boot_id"] != boot_id:
+        return False
+    return not window or now - at <= window
+
+
+def held_fabric(take, held, now, window, boot_id):
+    """``(take, held)``: this run's do-not-allocate findings plus the fabric counters' growth that a
+    take-out not done left pending (``held``, the last run's ``[{finding, at, boot_id}]``), and what
+    of the fabric's to keep pending now.
+
+    The watcher judges counter growth over two of its intervals, so a run or two after a refused
+    take-out the growth is out of its sight (or seen over too long a span to fail), where a gate run
+    (``window``: raygate_health_fabric_window) still counts it. A finding of this run replaces the
+    held one of its check; a held one is kept while a gate run would still count it, as an Xid stays
+    pending while the gate's kernel log window holds it.
+    """
+    fresh = [{"finding": f, "at": now, "boot_id": boot_id} for f in take if _check_name(f) in FABRIC_CHECKS]
+    found = set(_check_name(f["finding"]) for f in fresh)
+    kept = [
+        h
+        for h in held or []
+        if isinstance(h, dict) and _still_counted(h, now, window, boot_id) and _check_name(h["finding"]) not in found
+    ]
+    return take + [h["finding"] for h in kept], fresh + kept
 
 
 def breaker(claims, alive, me, now, window, threshold, min_nodes):

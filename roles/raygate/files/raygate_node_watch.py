@@ -22,7 +22,9 @@ starts or stops Ray on this node; when a run holds it, the watcher leaves the no
 A take-out that did not happen (a run held the lock, the breaker or an unreachable head refused it,
 or the next run's checks could not run) stays pending: the next run reads the kernel log over the
 gate's own window (raygate_health_xid_window), so an Xid is judged again until it is acted on or a
-gate run would no longer see it either.
+gate run would no longer see it either. The fabric counters' growth cannot be read again that way
+(the watcher's counter history spans two intervals): its findings are kept in the state as they
+were, for the gate's fabric window (raygate_health_fabric_window) on the same boot.
 """
 
 import argparse
@@ -35,6 +37,7 @@ import sys
 import time
 
 CONFIG = "/etc/raygate/watch.json"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # ray_node's lock at its default state_dir (plugins/module_utils/node/node.py, lock_path).
 RAY_LOCK = "/run/raygate.lock"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,17 +113,27 @@ def port_up(host, port, timeout=3):
         return False
 
 
+def boot_id():
+    try:
+        with open(BOOT_ID, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
 def check(cfg, state, now, node_check, watch):
-    """gpu_health's result over this node, with the windows since the last run."""
+    """gpu_health's result over this node, with the windows since the last run; and the gate's own
+    fabric window, for how long a pending take-out's counter growth is held (watch.held_fabric)."""
     params = load_json(cfg["check_config"])
     if not isinstance(params, dict):
         raise RuntimeError("no checks' arguments at %s: run site.yml with raygate_watch" % cfg["check_config"])
     params["xid_window"] = watch.log_window(state, now, params.get("xid_window", cfg["interval"]))
+    gate_fabric_window = watch.gate_fabric_window(params)
     params["fabric_state_file"] = os.path.join(cfg["state_dir"], "fabric-counters.json")
     params["fabric_window"] = max(int(cfg["interval"]) * 2, 60)
     # DCGM's long levels (2: minutes, 3: a quarter of an hour) are for the gate, not every interval.
     params["dcgm_diag_level"] = min(int(params.get("dcgm_diag_level") or 0), 1)
-    return node_check.run_params(cfg["lib"], params, cfg["check_timeout"])
+    return node_check.run_params(cfg["lib"], params, cfg["check_timeout"]), gate_fabric_window
 
 
 def ray_env(cfg):
@@ -225,6 +238,15 @@ def take_out(cfg, state, take, node_check, result):
     return lines
 
 
+def act_on(cfg, state, take, held, node_check, result):
+    """act() on ``take``, of which ``held`` was found by earlier runs (watch.held_fabric): a line each
+    says so, and Slurm's drain names them among the result's reasons."""
+    lines = ["still pending from an earlier run (a gate run would still count it): %s" % f for f in held]
+    if held:
+        result = dict(result, reasons=(result.get("reasons") or []) + held)
+    return lines + act(cfg, state, take, node_check, result)
+
+
 def once(cfg):
     node_check, watch = lib_import(cfg)
     state_path = os.path.join(cfg["state_dir"], "state.json")
@@ -235,23 +257,30 @@ def once(cfg):
     if state["taken_out"] and started is not None and started > state["taken_out"]["at"]:
         state["back_at"], state["taken_out"] = started, None  # site.yml brought it back
     # A take-out the last run could not do: this run reads the kernel log over the gate's window
-    # (watch.log_window), not only since the last run, so the Xid that called for it is seen again.
+    # (watch.log_window), not only since the last run, so the Xid that called for it is seen again;
+    # the counter growth it was for is held as it was (watch.held_fabric).
     pending = [] if state["taken_out"] else before.get("pending") or []
+    held = [] if state["taken_out"] else before.get("pending_fabric") or []
     lines = []
     try:
-        result = check(cfg, dict(before, pending=pending), now, node_check, watch)
+        result, gate_fabric_window = check(cfg, dict(before, pending=pending), now, node_check, watch)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as exc:
         result, state["error"] = None, "cannot check this node: %s" % exc
         lines.append(state["error"])
         if pending:
             state["pending"] = pending
+        if held:
+            state["pending_fabric"] = held
     if result is not None:
-        take, report = watch.findings(result)
+        found, report = watch.findings(result)
+        take, held = watch.held_fabric(found, held, now, gate_fabric_window, boot_id())
         state.update(take_out=take, report=report, checks={c["name"]: c["status"] for c in result.get("checks", [])})
         if take and not state["taken_out"]:
-            lines += act(cfg, state, take, node_check, result)
+            lines += act_on(cfg, state, take, take[len(found) :], node_check, result)
             if not state["taken_out"]:
                 state["pending"] = take
+                if held:
+                    state["pending_fabric"] = held
     if cfg["role"] == "head":
         state["gcs_up"] = port_up(cfg["head_ip"], cfg["gcs_port"])
         if cfg.get("redis"):

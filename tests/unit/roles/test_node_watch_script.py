@@ -166,3 +166,66 @@ def test_the_watcher_takes_ray_nodes_own_lock():
     from ansible_collections.raygate.cluster.plugins.module_utils.node import node as ray_node
 
     assert script.RAY_LOCK == ray_node.lock_path({"state_dir": ray_node.ARGUMENT_SPEC["state_dir"]["default"]})
+
+
+def later(tmp_path, seconds):
+    """The watcher's next run, ``seconds`` after the last: its state and counter snapshots moved back."""
+    state_dir = tmp_path / "state"
+    counters = json.loads((state_dir / "fabric-counters.json").read_text())
+    for snap in counters["snapshots"]:
+        snap["time"] -= seconds
+    (state_dir / "fabric-counters.json").write_text(json.dumps(counters))
+    state = json.loads((state_dir / "state.json").read_text())
+    state["last_run"] -= seconds
+    for held in state.get("pending_fabric") or []:
+        held["at"] -= seconds
+    (state_dir / "state.json").write_text(json.dumps(state))
+
+
+def link_downed(tmp_path, value, device="mlx5_0"):
+    counter = tmp_path / "root" / "sys" / "class" / "infiniband" / device / "ports" / "1" / "counters" / "link_downed"
+    counter.write_text("%d\n" % value)
+
+
+def gate_fabric_window(tmp_path, seconds):
+    checks = json.loads((tmp_path / "config.json").read_text())
+    checks["fabric_window"] = seconds
+    (tmp_path / "config.json").write_text(json.dumps(checks))
+
+
+def test_a_refused_take_out_for_fabric_counters_stays_pending_while_the_gate_would_count_the_growth(tmp_path, bundle):
+    # The watcher judges counter growth over two intervals (120 s here), not the gate's window: a
+    # link that went down 10 times is out of its sight a run or two later (a run sooner: over a span
+    # of more than 1.5 windows a failure only warns). A take-out the head refused must stay pending
+    # as an Xid's does, not be forgotten once the growth leaves that short window.
+    env = node(tmp_path, {"gpu": {"model": "H100"}, "fabric": {"type": "ib", "devices": 2}})
+    config = settings(tmp_path, bundle)
+    gate_fabric_window(tmp_path, 600)
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "healthy", state
+    later(tmp_path, 120)
+    link_downed(tmp_path, 10)
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["checks"]["link_flaps"] == "fail" and state["refused"]["why"] == "head", state
+    assert state["pending"][0].startswith("link_flaps: mlx5_0:1 down 10 times"), state
+    for _run in range(3):
+        later(tmp_path, 60)
+        out, state, text = watch_once(tmp_path, env, config)
+        assert state["verdict"] == "do-not-allocate" and state["refused"]["why"] == "head", state
+        assert state["take_out"][0].startswith("link_flaps: mlx5_0:1 down 10 times"), state
+        assert state["pending"] == state["take_out"] and "not taken out (head)" in out, (state, out)
+        assert 'raygate_watch_drain_refused{host="node1",why="head"} 1' in text
+    assert state["checks"]["link_flaps"] == "pass", state  # held, no longer seen
+    assert "still pending from an earlier run (a gate run would still count it): link_flaps: " in out
+    # A run whose checks cannot run keeps it too.
+    (tmp_path / "config.json").rename(tmp_path / "config.json.away")
+    later(tmp_path, 61)
+    _out, state, _text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "error" and state["pending"][0].startswith("link_flaps: "), state
+    (tmp_path / "config.json.away").rename(tmp_path / "config.json")
+    # Past the gate's own window (600 s) after the last run that saw the growth, a gate run would no
+    # longer count it: healthy, nothing pending, no refusal left.
+    later(tmp_path, 600)
+    _out, state, text = watch_once(tmp_path, env, config)
+    assert state["verdict"] == "healthy" and "pending" not in state and "refused" not in state, state
+    assert "pending_fabric" not in state and "raygate_watch_drain_refused{" not in text, state

@@ -80,6 +80,45 @@ def test_log_window_reads_since_the_last_run_with_an_overlap_and_the_gates_windo
     assert watch.log_window({"last_run": 700.0, "pending": []}, 1000.0, 0) == 300 + watch.LOG_OVERLAP_S
 
 
+FLAPS = "link_flaps: mlx5_0:1 down 10 times in the last 2 min (more than 4 fails)"
+SYMBOLS = "fabric_errors: mlx5_1:1 symbol_error +900 (450.0/h, max 120/h) in the last 2 min"
+
+
+def test_fabric_growth_found_now_is_held_with_its_time_and_boot():
+    take, held = watch.held_fabric(["xid: Xid 79 on GPU 3", FLAPS], [], 1000.0, 86400, "b1")
+    assert take == ["xid: Xid 79 on GPU 3", FLAPS]
+    assert held == [{"finding": FLAPS, "at": 1000.0, "boot_id": "b1"}]
+    assert watch.held_fabric(["xid: Xid 79 on GPU 3"], [], 1000.0, 86400, "b1") == (["xid: Xid 79 on GPU 3"], [])
+
+
+def test_held_fabric_growth_is_acted_on_while_a_gate_run_would_still_count_it():
+    # The watcher's own window no longer shows it; the gate's (a day) does.
+    held = [{"finding": FLAPS, "at": 1000.0, "boot_id": "b1"}]
+    assert watch.held_fabric([], held, 1000.0 + 86400, 86400, "b1") == ([FLAPS], held)
+    assert watch.held_fabric(["xid: Xid 79"], held, 1300.0, 86400, "b1") == (["xid: Xid 79", FLAPS], held)
+    # Past the gate's window, or on another boot (the counters start again), it is gone.
+    assert watch.held_fabric([], held, 1001.0 + 86400, 86400, "b1") == ([], [])
+    assert watch.held_fabric([], held, 1300.0, 86400, "b2") == ([], [])
+    # The gate's window 0 counts since boot: held for the whole boot. A boot id not read: kept.
+    assert watch.held_fabric([], held, 1e9, 0, "b1") == ([FLAPS], held)
+    assert watch.held_fabric([], held, 1300.0, 86400, None) == ([FLAPS], held)
+    # A state file edited by hand, or of another version: nothing held from it.
+    assert watch.held_fabric([], [{"finding": FLAPS}, "x", {"at": 1.0}], 1300.0, 86400, "b1") == ([], [])
+
+
+def test_fresh_fabric_growth_replaces_what_was_held_for_its_check_only():
+    held = [{"finding": FLAPS, "at": 1000.0, "boot_id": "b1"}, {"finding": SYMBOLS, "at": 1000.0, "boot_id": "b1"}]
+    again = "link_flaps: mlx5_0:1 down 12 times in the last 2 min (more than 4 fails)"
+    take, kept = watch.held_fabric([again], held, 1300.0, 86400, "b1")
+    assert take == [again, SYMBOLS]
+    assert kept == [{"finding": again, "at": 1300.0, "boot_id": "b1"}, held[1]]
+
+
+def test_the_gates_fabric_window_comes_from_its_arguments():
+    assert watch.gate_fabric_window({"fabric_window": "600"}) == 600
+    assert watch.gate_fabric_window({}) == 86400
+
+
 def test_breaker_allows_up_to_its_share_and_names_the_nodes_out():
     alive = ["10.0.0.%d" % i for i in range(1, 7)]
     claims = {"10.0.0.5": {"at": 900.0}, "10.0.0.6": {"at": 950.0}}

@@ -122,7 +122,9 @@ watch:
       (C(at), C(check), C(reason)) while it has the node out of Ray; C(refused) says why it
       did not take out a bad node (C(breaker), C(head), C(lock), C(ray)); C(deferred) that a run
       held Ray's lock then (C(why) C(busy), C(holder)); C(pending) lists the findings of a take-out
-      not done, which the next watch run judges again over the gate's kernel log window.
+      not done, which the next watch run judges again over the gate's kernel log window;
+      C(pending_fabric) holds those of the fabric counters' growth (C(finding), C(at), C(boot_id)),
+      acted on again for the gate's fabric window on the same boot.
   returned: always
   type: dict
   sample:

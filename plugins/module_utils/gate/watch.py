@@ -13,7 +13,10 @@ A watch run (roles/raygate/files/raygate_node_watch.py) runs the gate's node che
   a lock key that only one watcher at a time can create (``internal_kv_put`` without overwrite is
   atomic in the GCS), so watchers firing at the same moment on many nodes are counted one after
   the other. Past the breaker's share within its window the node stays in and the refusal is
-  reported. Then Ray's drain (preemption, with the deadline) takes it out with the reason.
+  reported. Then Ray's drain (preemption, with the deadline) takes it out with the reason. A
+  record older than the window no longer counts: the watcher holding the lock deletes it, so the
+  store holds at most the lock and one record per worker taken out within the window (and those
+  older ones only until the next take-out anywhere in the cluster).
 - ``held_fabric``: the fabric counters' growth a take-out not done was for, kept pending (the
   watcher judges that growth over its own short window, so it cannot read it again as an Xid is).
 - ``render_textfile``: the node_exporter textfile of the last verdict.
@@ -169,6 +172,19 @@ def claims(gcs):
     return found
 
 
+def prune(gcs, found, now, window):
+    """Delete the records in ``found`` (``claims``) older than ``window`` seconds, which the
+    breaker no longer counts; returns what is left. Only under the lock: two watchers never
+    delete a record that the other is writing."""
+    left = {}
+    for ip, record in found.items():
+        if now - float(record.get("at", 0)) > window:
+            gcs.kv_del(CLAIM_PREFIX + ip)
+        else:
+            left[ip] = record
+    return left
+
+
 def _mine(nodes, me):
     for node in nodes:
         if node["alive"] and node["ip"] == me and not node["head"]:
@@ -190,7 +206,8 @@ def take_out(gcs, me, checks, opts, clock=time.time, sleep=time.sleep):
     try:
         now = clock()
         alive = [n["ip"] for n in nodes if n["alive"]]
-        allowed, detail = breaker(claims(gcs), alive, me, now, opts["window"], opts["threshold"], opts["min_nodes"])
+        found = prune(gcs, claims(gcs), now, opts["window"])
+        allowed, detail = breaker(found, alive, me, now, opts["window"], opts["threshold"], opts["min_nodes"])
         if not allowed:
             return {"action": "refused", "why": "breaker", "detail": detail}
         record = {"at": now, "node_id": node["node_id"], "reason": message}

@@ -149,6 +149,28 @@ def test_take_out_claims_drains_and_releases_the_lock():
     assert json.loads(gcs.kv[watch.CLAIM_PREFIX + "10.0.0.3"])["reason"] == message
 
 
+def test_records_older_than_the_window_are_deleted_so_the_store_stays_bounded():
+    # A fleet that replaces its nodes: 500 workers, each taken out once, ten minutes apart. The
+    # breaker counts only the last hour's records; the store must not keep the rest for ever.
+    gcs = FakeGcs(cluster(501))
+    most = 0
+    for i in range(2, 502):
+        answer = watch.take_out(gcs, "10.0.0.%d" % i, ["xid: x"], OPTS, clock=lambda i=i: i * 600.0, sleep=None)
+        assert answer["action"] == "drained", (i, answer)
+        most = max(most, len(gcs.kv))
+    # The records within the window (3600 s: this one and the six before it), and no lock left.
+    assert most == 7 and len(gcs.kv) == 7, sorted(gcs.kv)
+    assert sorted(watch.claims(gcs)) == ["10.0.0.%d" % i for i in range(495, 502)]
+
+
+def test_pruning_keeps_what_the_breaker_still_counts():
+    gcs = FakeGcs(cluster(4))
+    for ip, at in (("10.0.0.2", 100.0), ("10.0.0.4", 3000.0)):
+        gcs.kv[watch.CLAIM_PREFIX + ip] = json.dumps({"at": at})
+    left = watch.prune(gcs, watch.claims(gcs), 3800.0, 3600)
+    assert sorted(left) == ["10.0.0.4"] and sorted(gcs.kv) == [watch.CLAIM_PREFIX + "10.0.0.4"]
+
+
 def test_watchers_one_after_another_stop_at_the_breakers_share():
     gcs = FakeGcs(cluster(6))
     answers = [

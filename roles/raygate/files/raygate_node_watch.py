@@ -14,8 +14,11 @@ worker asks the head's GCS whether the fleet's breaker allows one more node out;
 the node (preemption, with raygate_watch_drain_deadline for its tasks), its raylet stops, and with
 raygate_slurm: drain Slurm drains it too ("raygate: ..."). Degraded findings only report; the head
 is never taken out (it holds the GCS), only reported. Each run writes the state file, a line in the
-log and the node_exporter textfile. A node taken out comes back through site.yml, whose gate judges
-it again; the watcher then sees its raylet running again and forgets that it took it out.
+log and the node_exporter textfile. Nothing grows without bound: the log turns over to watch.log.1
+past LOG_MAX_BYTES (so the two hold at most twice that), the loop's own output file starts again
+past OUTPUT_MAX_BYTES, and the state file and the textfile hold one run. A node taken out comes back
+through site.yml, whose gate judges it again; the watcher then sees its raylet running again and
+forgets that it took it out.
 
 Taking the node out holds ray_node's lock (/run/raygate.lock), so it never runs while a raygate run
 starts or stops Ray on this node; when a run holds it, the watcher leaves the node for its next run.
@@ -31,7 +34,9 @@ import argparse
 import json
 import os
 import pwd
+import resource
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -41,6 +46,11 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # ray_node's lock at its default state_dir (plugins/module_utils/node/node.py, lock_path).
 RAY_LOCK = "/run/raygate.lock"
 HERE = os.path.dirname(os.path.abspath(__file__))
+# watch.log turns over to watch.log.1 (the one before it dropped) past this size: a line per run is
+# 1 to 3 KiB, so about 500 runs (42 h at 300 s) in each. Settings may say another ("log_max_bytes").
+LOG_MAX_BYTES = 1 << 20
+# The loop's stdout and stderr (node_watch's daemon.out): a line or two per run, started again past this.
+OUTPUT_MAX_BYTES = 256 << 10
 
 
 def parse_args(argv):
@@ -83,6 +93,60 @@ def write_atomic(path, text, mode=0o644):
         fh.write(text)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def append_log(path, line, max_bytes=LOG_MAX_BYTES):
+    """Append ``line`` to the log at ``path``; past ``max_bytes`` the log becomes ``path``.1 (the
+    previous .1 dropped) first, so the two hold at most twice ``max_bytes``."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    if size and size + len(line.encode()) > max_bytes:
+        os.replace(path, path + ".1")
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(line)
+
+
+def trim_output(stream, max_bytes=OUTPUT_MAX_BYTES):
+    """Start ``stream`` (the loop's stdout, a file node_watch opened) again once it is past
+    ``max_bytes``. stderr shares its open file, so its offset, and is trimmed with it."""
+    stream.flush()
+    try:
+        fd = stream.fileno()
+        info = os.fstat(fd)
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_size <= max_bytes:
+        return False
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return True
+
+
+def usage():
+    """CPU seconds so far of this process and the checks it ran, and its resident set (KiB)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    rss = 0
+    try:
+        with open("/proc/self/status", encoding="utf-8") as fh:
+            rss = next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+    except (OSError, ValueError):
+        pass
+    return cpu, rss, kids.ru_maxrss
+
+
+def run_figures(began, cpu_before):
+    """What this run cost: wall and CPU seconds (the checks included), the watcher's resident set
+    and the largest check's peak (KiB), and its open file descriptors (a leak shows here first)."""
+    cpu, rss, checks_rss = usage()
+    try:
+        fds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        fds = None
+    return {"wall_s": round(time.monotonic() - began, 3), "cpu_s": round(cpu - cpu_before, 3),
+            "rss_kib": rss, "checks_max_rss_kib": checks_rss, "fds": fds}  # fmt: skip
 
 
 def lib_import(cfg):
@@ -248,6 +312,7 @@ def act_on(cfg, state, take, held, node_check, result):
 
 
 def once(cfg):
+    began, cpu_before = time.monotonic(), usage()[0]
     node_check, watch = lib_import(cfg)
     state_path = os.path.join(cfg["state_dir"], "state.json")
     before = load_json(state_path, {}) or {}
@@ -286,10 +351,10 @@ def once(cfg):
         if cfg.get("redis"):
             state["redis_up"] = port_up(cfg["redis"]["host"], cfg["redis"]["port"])
     verdict = "do-not-allocate" if state.get("take_out") else "error" if state.get("error") else "healthy"
-    record = dict(state, verdict=verdict, lines=lines)
+    record = dict(state, verdict=verdict, lines=lines, run=run_figures(began, cpu_before))
     write_atomic(state_path, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    with open(os.path.join(cfg["state_dir"], "watch.log"), "a", encoding="utf-8") as log:
-        log.write(json.dumps(record, sort_keys=True) + "\n")
+    log = os.path.join(cfg["state_dir"], "watch.log")
+    append_log(log, json.dumps(record, sort_keys=True) + "\n", int(cfg.get("log_max_bytes") or LOG_MAX_BYTES))
     if cfg.get("textfile") and os.path.isdir(os.path.dirname(cfg["textfile"])):
         write_atomic(cfg["textfile"], watch.render_textfile(cfg["host"], record))
     print("raygate-node-watch: %s: %s" % (cfg["host"], verdict))
@@ -317,7 +382,7 @@ def main(argv=None):
             once(cfg)
         except Exception as exc:  # pylint: disable=broad-except
             print("raygate-node-watch: run failed: %s" % exc)
-        sys.stdout.flush()
+        trim_output(sys.stdout)
         time.sleep(max(1.0, cfg["interval"] - (time.monotonic() - began)))
 
 

@@ -73,6 +73,10 @@ def test_a_healthy_node_is_written_down_as_healthy(tmp_path, bundle):
     # One line per run in the log.
     watch_once(tmp_path, env, config)
     assert len((tmp_path / "state" / "watch.log").read_text().splitlines()) == 2
+    # What the run cost, for the soak and for anyone reading the state: the checks' CPU included.
+    figures = state["run"]
+    assert figures["cpu_s"] > 0 and figures["wall_s"] >= figures["cpu_s"] / 4, figures
+    assert figures["rss_kib"] > 0 and figures["checks_max_rss_kib"] > 0 and figures["fds"] >= 3, figures
 
 
 def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):
@@ -159,10 +163,56 @@ def test_a_run_changing_ray_here_defers_the_take_out_to_the_next_watch_run(tmp_p
     assert not lock.exists()
 
 
-def test_the_watcher_takes_ray_nodes_own_lock():
+def load_script():
     spec = importlib.util.spec_from_file_location("raygate_node_watch", SCRIPT)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_ten_thousand_runs_keep_the_log_within_twice_its_cap(tmp_path):
+    # A line per run, for ever: the log turns over to watch.log.1 past its cap, the one before dropped.
+    script = load_script()
+    log = tmp_path / "watch.log"
+    cap = 64 << 10
+    line = json.dumps({"verdict": "healthy", "lines": ["x" * 1500]}) + "\n"
+    for n in range(10000):
+        script.append_log(str(log), line.replace("healthy", "run %05d" % n, 1), cap)
+    sizes = [log.stat().st_size, (tmp_path / "watch.log.1").stat().st_size]
+    assert max(sizes) <= cap and sum(sizes) <= 2 * cap, sizes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["watch.log", "watch.log.1"]
+    # The newest run is the log's last line, and every line is whole.
+    lines = log.read_text().splitlines()
+    assert json.loads(lines[-1])["verdict"] == "run 09999" and all(json.loads(x) for x in lines)
+    assert script.LOG_MAX_BYTES == 1 << 20
+
+
+def test_the_loops_output_file_starts_again_past_its_cap(tmp_path):
+    # The daemon's stdout and stderr: one file that node_watch opened, the same open file for both.
+    script = load_script()
+    path = tmp_path / "daemon.out"
+    with open(path, "w", encoding="utf-8") as out:
+        err = os.fdopen(os.dup(out.fileno()), "w", encoding="utf-8")
+        for n in range(20000):
+            print("raygate-node-watch: node2: healthy %d" % n, file=out)
+            if n % 1000 == 0:
+                print("raygate-node-watch: run failed: boom", file=err)
+                err.flush()
+            script.trim_output(out, 16 << 10)
+        err.close()
+    assert path.stat().st_size <= (16 << 10) + 200, path.stat().st_size
+    text = path.read_text()
+    assert "\0" not in text and text.rstrip().endswith("healthy 19999"), text[-200:]
+    # A pipe (or a terminal) is left alone.
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as pipe:
+        pipe.write("x" * 100)
+        assert script.trim_output(pipe, 10) is False
+    os.close(read_end)
+
+
+def test_the_watcher_takes_ray_nodes_own_lock():
+    script = load_script()
     from ansible_collections.raygate.cluster.plugins.module_utils.node import node as ray_node
 
     assert script.RAY_LOCK == ray_node.lock_path({"state_dir": ray_node.ARGUMENT_SPEC["state_dir"]["default"]})

@@ -228,6 +228,14 @@ GCSFT_RUNS ?= 20
 gcsft-loop: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp  ## GCS FT process scenarios GCSFT_RUNS times in a row (root; not in make test)
 	tests/integration/gcsft/loop.sh $(GCSFT_RUNS)
 
+# The node watcher's soak (issue 44): SOAK_MINUTES of cycling faults on 3 sandbox nodes, the latencies,
+# false take-outs and growth in artifacts/soak.{json,md} (docs/RELIABILITY.md "The soak"). Not in make
+# test. The sandbox is shared on this machine: flock /tmp/raygate-sandbox.lock make soak.
+SOAK_MINUTES ?= 60
+.PHONY: soak
+soak: bootstrap wheelhouse  ## node watcher soak: Xid, raylet and GCS kills for SOAK_MINUTES (60); bounds, latencies (root; not in make test)
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES)
+
 .PHONY: faults
 faults: bootstrap wheelhouse  ## fault suite on a 3-node sandbox: dead, dark and crashed nodes, full disk, token drift, security (root)
 	$(BIN)/pytest -q tests/integration/faults

@@ -10,7 +10,8 @@ the time is up:
   within one interval (plus SLACK_S for the run's own checks). Then the fault is healed and
   site.yml brings the node back, as the watch suite does; its watcher must forget the take-out.
 - ``raylet``: a worker's raylet killed (-9). Not the watcher's to fix: its next run (within one
-  interval) must still judge the node healthy and take nothing out; site.yml restarts the worker.
+  interval) must report it (``raylet_up`` false, ``raygate_watch_raylet_up 0``) and take nothing
+  out; site.yml restarts the worker.
 - ``gcs``: the head's gcs_server killed (-9), once. The head's watcher must report the GCS down
   (``raygate_watch_gcs_up 0``) within one interval; site.yml restarts the cluster.
 
@@ -418,9 +419,12 @@ class Soak:
     def inject_raylet(self, record):
         index, injected = record["node"], record["injected"]
         node(index, "pkill -9 -x raylet")
-        seen = self.first_run_after(index, injected, lambda r: True)
+        seen = self.first_run_after(index, injected, lambda r: r.get("raylet_up") is False)
         if seen:
-            record.update(latency_s=_ended(seen) - injected, detail="next run: %s, nothing taken out" % seen["verdict"])
+            record.update(
+                latency_s=_ended(seen) - injected,
+                detail="reported the raylet down (raylet_up 0); %s, nothing taken out" % seen["verdict"],
+            )
 
     def inject_gcs(self, record):
         injected = record["injected"]

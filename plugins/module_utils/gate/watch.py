@@ -273,6 +273,7 @@ TEXTFILE_METRICS = (
     ("raygate_watch_check_status", "Result of one check in the raygate watcher's last run: 0 pass, 1 warn, 2 fail."),
     ("raygate_watch_taken_out", "1 while the raygate watcher has this node out of Ray (check and reason as labels)."),
     ("raygate_watch_drain_refused", "1 when the raygate watcher found this node bad but did not take it out (why)."),
+    ("raygate_watch_raylet_up", "1 when a raylet ran here at the raygate watcher's last run (0 after a take-out too)."),
     ("raygate_watch_gcs_up", "1 when the head's GCS port answered the raygate watcher (head only)."),
     ("raygate_watch_redis_up", "1 when the managed Redis answered the raygate watcher (head with raygate's Redis)."),
 )
@@ -300,7 +301,7 @@ def render_textfile(host, state):
     if refused:
         labels = {"host": host, "why": refused.get("why", "")}
         samples["raygate_watch_drain_refused"].append(_sample("raygate_watch_drain_refused", labels, 1))
-    for key in ("gcs_up", "redis_up"):
+    for key in ("raylet_up", "gcs_up", "redis_up"):
         if state.get(key) is not None:
             name = "raygate_watch_" + key
             samples[name].append(_sample(name, {"host": host}, int(bool(state[key]))))

@@ -161,11 +161,12 @@ def lib_import(cfg):
     return raygate_node_check, watch
 
 
-def raylet_started_at():
-    """Unix time the running raylet started, or None when none runs (lib_import first)."""
+def raylet_started_at(proc_root="/proc"):
+    """Unix time the running raylet started, or None when none runs (lib_import first). ``proc_root``:
+    the settings' ``proc_root`` in once(), where a test shows the watcher a process table of its own."""
     from ansible_collections.raygate.cluster.plugins.module_utils.node import procs  # pylint: disable=import-outside-toplevel
 
-    raylet = procs.find_daemon(procs.process_table(), "raylet")
+    raylet = procs.find_daemon(procs.process_table(proc_root), "raylet")
     return procs.started_at(raylet["pid"]) if raylet else None
 
 
@@ -318,7 +319,8 @@ def once(cfg):
     before = load_json(state_path, {}) or {}
     now = time.time()
     state = {"version": 1, "last_run": now, "host": cfg["host"], "taken_out": before.get("taken_out")}
-    started = raylet_started_at()
+    proc_root = cfg.get("proc_root") or "/proc"
+    started = raylet_started_at(proc_root)
     if state["taken_out"] and started is not None and started > state["taken_out"]["at"]:
         state["back_at"], state["taken_out"] = started, None  # site.yml brought it back
     # A take-out the last run could not do: this run reads the kernel log over the gate's window
@@ -346,6 +348,13 @@ def once(cfg):
                 state["pending"] = take
                 if held:
                     state["pending_fabric"] = held
+    # A raylet gone without a take-out (killed, crashed): reported, not restarted. Under systemd its
+    # unit restarts it; under the process supervisor the next site.yml does. Only where Ray is
+    # installed (health.yml's watcher may watch nodes that never run Ray). Looked at again after a
+    # take-out in this run, which stopped it.
+    state["raylet_up"] = (started if not state["taken_out"] else raylet_started_at(proc_root)) is not None
+    if not state["raylet_up"] and not state["taken_out"] and os.path.exists(cfg.get("venv") or ""):
+        lines.append("no raylet runs here and this watcher did not stop it: the next site.yml starts it again")
     if cfg["role"] == "head":
         state["gcs_up"] = port_up(cfg["head_ip"], cfg["gcs_port"])
         if cfg.get("redis"):

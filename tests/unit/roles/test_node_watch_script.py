@@ -79,6 +79,23 @@ def test_a_healthy_node_is_written_down_as_healthy(tmp_path, bundle):
     assert figures["rss_kib"] > 0 and figures["checks_max_rss_kib"] > 0 and figures["fds"] >= 3, figures
 
 
+def test_a_raylet_gone_without_a_take_out_is_reported(tmp_path, bundle):
+    # The process table the watcher reads is empty: no raylet runs here, and the watcher stopped none.
+    env = node(tmp_path, {"gpu": {"model": "H100"}})
+    config = settings(tmp_path, bundle)
+    cfg = json.loads((tmp_path / "watch.json").read_text())
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "watch.json").write_text(json.dumps(dict(cfg, proc_root=str(tmp_path / "proc"))))
+    out, state, text = watch_once(tmp_path, env, config)
+    assert state["raylet_up"] is False and state["verdict"] == "healthy", state
+    assert "no raylet runs here and this watcher did not stop it" in out
+    assert 'raygate_watch_raylet_up{host="node1"} 0' in text.splitlines()
+    # Where Ray is not installed (a watcher over nodes that never run Ray), nothing is said.
+    os.rename(tmp_path / "venv", tmp_path / "venv.away")
+    out, state, _text = watch_once(tmp_path, env, config)
+    assert state["raylet_up"] is False and "no raylet runs here" not in out
+
+
 def test_a_head_out_of_reach_drains_nothing_and_says_so(tmp_path, bundle):
     env = node(tmp_path, XID)
     out, state, text = watch_once(tmp_path, env, settings(tmp_path, bundle))

@@ -210,10 +210,12 @@ def test_a_refused_drain_withdraws_the_claim_and_the_head_is_never_taken():
       "taken_out": {"check": "xid", "reason": 'raygate-watch: xid: "x"'}},
      ['raygate_watch_node_healthy{host="n3"} 0', 'raygate_watch_check_status{check="xid",host="n3"} 2',
       'raygate_watch_taken_out{check="xid",host="n3",reason="raygate-watch: xid: \\"x\\""} 1'],
-     ["raygate_watch_drain_refused", "raygate_watch_gcs_up"]),
-    ({"last_run": 5, "checks": {"xid": "pass"}, "refused": {"why": "breaker"}, "gcs_up": True, "redis_up": False},
+     ["raygate_watch_drain_refused", "raygate_watch_gcs_up", "raygate_watch_raylet_up"]),
+    ({"last_run": 5, "checks": {"xid": "pass"}, "refused": {"why": "breaker"}, "gcs_up": True, "redis_up": False,
+      "raylet_up": False},
      ['raygate_watch_node_healthy{host="n3"} 1', 'raygate_watch_drain_refused{host="n3",why="breaker"} 1',
-      'raygate_watch_gcs_up{host="n3"} 1', 'raygate_watch_redis_up{host="n3"} 0'],
+      'raygate_watch_gcs_up{host="n3"} 1', 'raygate_watch_redis_up{host="n3"} 0',
+      'raygate_watch_raylet_up{host="n3"} 0'],
      ["raygate_watch_taken_out"]),
 ])  # fmt: skip
 def test_textfile_says_the_verdict_and_what_was_done(state, present, absent):

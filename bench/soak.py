@@ -282,6 +282,11 @@ def render_md(report):
     return "\n".join(lines) + "\n"
 
 
+# What the soak keeps of each watcher run (its state file): the judgments read raylet_up (a raylet
+# kill) and gcs_up (the GCS kill).
+RUN_KEYS = ("last_run", "verdict", "run", "raylet_up", "gcs_up", "refused")
+
+
 class Soak:
     """One soak: the cluster, what was seen of every watcher run, the faults and their outcomes."""
 
@@ -306,7 +311,7 @@ class Soak:
             state = found.get("state") or {}
             runs = self.runs[index]
             if state.get("last_run") and (not runs or runs[-1]["last_run"] != state["last_run"]):
-                runs.append({k: state.get(k) for k in ("last_run", "verdict", "run", "gcs_up", "refused")})
+                runs.append({k: state.get(k) for k in RUN_KEYS})
             out = state.get("taken_out")
             if out and (index, out["at"]) not in self.seen_out:
                 self.seen_out.add((index, out["at"]))

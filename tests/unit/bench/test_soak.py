@@ -87,3 +87,15 @@ def test_the_table_names_each_fault_and_each_node():
 def test_the_probe_line_is_found_among_other_output():
     assert soak.parse_probe('warning\nSOAK {"a": 1}\n') == {"a": 1}
     assert soak.parse_probe("SOAK {broken") is None and soak.parse_probe("") is None
+
+
+def test_observe_keeps_what_the_fault_judgments_read(monkeypatch, tmp_path):
+    # A raylet kill is judged by the first run after it that reports raylet_up false: the run record
+    # the soak keeps must carry it (the first hour-long run missed every raylet kill for want of it).
+    state = {"last_run": 100.0, "verdict": "healthy", "run": {"wall_s": 1.0}, "raylet_up": False, "gcs_up": None}
+    monkeypatch.setattr(soak, "probe", lambda index: {"state": state, "sizes": dict(SIZES), "watcher": None})
+    run = soak.Soak(str(tmp_path), 1)
+    run.observe()
+    assert run.runs[2][-1]["raylet_up"] is False
+    monkeypatch.setattr(run, "wait", lambda what, found, timeout: found(None))
+    assert run.first_run_after(2, 99.0, lambda r: r.get("raylet_up") is False)["last_run"] == 100.0

@@ -74,10 +74,10 @@ def node(tmp_path, monkeypatch):
     packages.mkdir()
     # ansible-playbook's modules inherit it (local connection).
     monkeypatch.setenv("RAYGATE_FAKE_PACKAGES", str(packages))
-    (tmp_path / "var").mkdir()
+    # The marker's directory does not exist yet: the install makes it (a node with nothing of raygate's).
     paths = {
         "raygate_dashboard_proxy_binary": str(packages / "nginx"),
-        "_raygate_dashboard_proxy_marker": str(tmp_path / "var" / "nginx-package-installed-by-raygate"),
+        "_raygate_dashboard_proxy_marker": str(tmp_path / "var" / "lib" / "nginx-package-installed-by-raygate"),
     }
     (tmp_path / "paths.json").write_text(json.dumps(paths))
     return tmp_path
@@ -98,7 +98,7 @@ def installed(tmp):
 
 
 def marker(tmp):
-    path = tmp / "var" / "nginx-package-installed-by-raygate"
+    path = tmp / "var" / "lib" / "nginx-package-installed-by-raygate"
     return path.read_text() if path.exists() else None
 
 
@@ -111,8 +111,9 @@ def test_raygate_installs_nginx_marks_it_and_the_purge_removes_both(node):
     # Check mode: the install is announced, nothing installed, no marker.
     assert play(node, "install", check=True) == 1
     assert not installed(node) and marker(node) is None
-    # The install, with the marker; again, nothing (the binary is there: the package manager is not asked).
-    assert play(node, "install") == 2
+    # The install, with the marker and its directory; again, nothing (the binary is there: the package
+    # manager is not asked).
+    assert play(node, "install") == 3
     assert installed(node) and marker(node) == "nginx\n"
     assert play(node, "install") == 0
     assert calls(node) == ["present (check)", "present"]

@@ -424,6 +424,10 @@ def interrupted(cluster, sig, ready):
     else:
         proc.send_signal(sig)
     proc.wait(timeout=120)
+    if sig == signal.SIGKILL:
+        # ansible-core's workers run in sessions of their own: end the killed run's, which would wait
+        # forever on the pipe to their dead parent (as the day-2 suite's killed run does).
+        run(["pkill", "-9", "-f", " ".join(playbook_args(cluster, "site.yml")[:3]) + " "])
 
 
 def starting(index):

@@ -53,7 +53,8 @@ def _kernel_release():
     return os.uname().release
 
 
-def _boot_id():
+def boot_id():
+    """This boot's id (the kernel's random boot_id), or None when it cannot be read."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as fh:
             return fh.read().strip() or None
@@ -271,7 +272,7 @@ class Live:
         current = fc.snapshot(self.p["sysfs_root"], info.get("devices"), kinds=(found,))
         if not current:
             return {"fabric": found, "growth": {}}
-        now, uptime, boot_id = _now(), _uptime(), _boot_id()
+        now, uptime, boot = _now(), _uptime(), boot_id()
         boot_time = now - uptime if uptime is not None else None
         window = self.p["fabric_window"]
         path = self.p["fabric_state_file"]
@@ -284,11 +285,11 @@ class Live:
                 error = str(exc)
             if error:
                 problem = "state file %s unusable (%s): started again" % (path, error)
-        counted = fc.window_growth(history, current, now, window, boot_time, boot_id)
+        counted = fc.window_growth(history, current, now, window, boot_time, boot)
         counted["fabric"] = found
         if path and not self.check_mode:
             try:
-                write_file(path, fc.dump_state(history, current, now, window, boot_time, boot_id))
+                write_file(path, fc.dump_state(history, current, now, window, boot_time, boot))
             except OSError as exc:
                 problem = "state file %s not written: %s" % (path, exc.strerror or exc)
         if problem:

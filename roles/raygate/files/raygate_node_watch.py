@@ -42,7 +42,6 @@ import sys
 import time
 
 CONFIG = "/etc/raygate/watch.json"
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # ray_node's lock at its default state_dir (plugins/module_utils/node/node.py, lock_path).
 RAY_LOCK = "/run/raygate.lock"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -179,11 +178,10 @@ def port_up(host, port, timeout=3):
 
 
 def boot_id():
-    try:
-        with open(BOOT_ID, encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
+    """This boot's id, as the gate's fabric counters read it (lib_import first)."""
+    from ansible_collections.raygate.cluster.plugins.module_utils.gate import collectors  # pylint: disable=import-outside-toplevel
+
+    return collectors.boot_id()
 
 
 def check(cfg, state, now, node_check, watch):

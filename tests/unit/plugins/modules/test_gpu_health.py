@@ -246,7 +246,7 @@ def state_snapshots(tmp_path):
 def fixed_node(monkeypatch):
     monkeypatch.setattr(collectors, "_now", lambda: NOW)
     monkeypatch.setattr(collectors, "_uptime", lambda: UPTIME)
-    monkeypatch.setattr(collectors, "_boot_id", lambda: BOOT_ID)
+    monkeypatch.setattr(collectors, "boot_id", lambda: BOOT_ID)
 
     def release(value):
         monkeypatch.setattr(collectors, "_kernel_release", lambda: value)

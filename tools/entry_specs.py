@@ -3,16 +3,18 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Each role entry point's own argument spec: the options its task files can reach.
 
-An entry point's task file reaches other task files (import_tasks, include_tasks), the role's
-derived variables (vars/main.yml, each reaching what its value names) and the action plugins it
-calls (which read some variables from the task's variables). Every ``raygate_*`` option of the
-role's full spec named along the way belongs to the entry point's spec, and no other.
+An entry point's task file reaches other task files (import_tasks and include_tasks in its role,
+import_role and include_role with tasks_from in another of the collection's roles), the shared
+derived variables (roles/_common/vars/main.yml, each reaching what its value names) and the action
+plugins it calls (which read some variables from the task's variables). Every ``raygate_*`` option
+named along the way belongs to the entry point's spec, and no other.
 
-`python tools/entry_specs.py` rewrites roles/raygate/meta/argument_specs.yml so: each option is
-written out once, with a YAML anchor, in the first entry point that reaches it; the others refer
-to it. An option's default is the role's default (defaults/main.yml), whatever the file said: the
-role states each default once. tests/unit/roles/test_argument_specs.py checks that the file says
-what this computes; `--check` only compares. A development tool: not in the collection's tarball.
+`python tools/entry_specs.py` rewrites every role's meta/argument_specs.yml so: in each file, each
+option is written out once, with a YAML anchor, in the first entry point that reaches it; the others
+refer to it. An option's description is the one any role's spec gives it (the first found); its
+default is the one in roles/_common/defaults/main.yml, whatever the file said: the collection states
+each default once. tests/unit/roles/test_argument_specs.py checks that the files say what this
+computes; `--check` only compares. A development tool: not in the collection's tarball.
 """
 
 import os
@@ -21,12 +23,16 @@ import sys
 
 import yaml
 
-ROLE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "roles", "raygate"))
-PLUGINS = os.path.abspath(os.path.join(ROLE, "..", "..", "plugins"))
+ROLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "roles"))
+COMMON = os.path.join(ROLES, "_common")
+PLUGINS = os.path.abspath(os.path.join(ROLES, "..", "plugins"))
+# The entry point of existing playbooks; ROLE is kept for the tools and tests that name it.
+ROLE = os.path.join(ROLES, "raygate")
 SPEC_FILE = os.path.join(ROLE, "meta", "argument_specs.yml")
 NAME = re.compile(r"(?<![A-Za-z0-9_])(raygate_[a-z0-9_]+)\b")
-TASK_FILE = re.compile(r"(?:import_tasks|include_tasks):\s*(?:file:\s*)?([A-Za-z0-9_]+\.yml)")
 ACTION = re.compile(r"raygate\.cluster\.([a-z_]+):")
+TASKS_KEYS = ("import_tasks", "include_tasks")
+ROLE_KEYS = ("import_role", "include_role")
 
 
 def _read(path):
@@ -34,21 +40,55 @@ def _read(path):
         return fh.read()
 
 
-def task_files(entry):
-    """The task files ``entry`` (a file name under tasks/) reaches, itself included."""
-    seen, todo = [], [entry]
+def roles():
+    """The roles that have an argument spec, in name order (raygate, the entry point, first)."""
+    found = sorted(r for r in os.listdir(ROLES) if os.path.exists(spec_file(r)))
+    return sorted(found, key=lambda r: r != "raygate")
+
+
+def spec_file(role):
+    return os.path.join(ROLES, role, "meta", "argument_specs.yml")
+
+
+def _short(key):
+    return key.rsplit(".", 1)[-1]
+
+
+def _references(node, role):
+    """(role, file) of every task file a task list hands over to."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _references(item, role)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if _short(key) in TASKS_KEYS:
+            name = value.get("file") if isinstance(value, dict) else value
+            yield role, name
+        elif _short(key) in ROLE_KEYS and isinstance(value, dict):
+            other = value["name"].rsplit(".", 1)[-1]
+            tasks_from = value.get("tasks_from", "main")
+            yield other, tasks_from if tasks_from.endswith(".yml") else tasks_from + ".yml"
+    for key in ("block", "rescue", "always"):
+        yield from _references(node.get(key), role)
+
+
+def task_files(entry, role="raygate"):
+    """The (role, task file) pairs ``entry`` (a file name under ``role``'s tasks/) reaches, itself included."""
+    seen, todo = [], [(role, entry)]
     while todo:
-        name = todo.pop()
-        if name in seen:
+        where = todo.pop()
+        if where in seen:
             continue
-        seen.append(name)
-        todo += TASK_FILE.findall(_read(os.path.join(ROLE, "tasks", name)))
+        seen.append(where)
+        todo += list(_references(yaml.safe_load(_read(os.path.join(ROLES, where[0], "tasks", where[1]))), where[0]))
     return seen
 
 
 def derived():
-    """vars/main.yml: {name: the raw text of its value}."""
-    return {k: yaml.safe_dump(v) for k, v in yaml.safe_load(_read(os.path.join(ROLE, "vars", "main.yml"))).items()}
+    """roles/_common/vars/main.yml: {name: the raw text of its value}."""
+    return {k: yaml.safe_dump(v) for k, v in yaml.safe_load(_read(os.path.join(COMMON, "vars", "main.yml"))).items()}
 
 
 def _action_text(action):
@@ -56,9 +96,9 @@ def _action_text(action):
     return _read(path) if os.path.exists(path) else ""
 
 
-def reached_names(entry):
+def reached_names(entry, role="raygate"):
     """Every raygate_* name the entry point's files, derived variables and actions name."""
-    text = "".join(_read(os.path.join(ROLE, "tasks", f)) for f in task_files(entry))
+    text = "".join(_read(os.path.join(ROLES, r, "tasks", f)) for r, f in task_files(entry, role))
     text += "".join(_action_text(a) for a in set(ACTION.findall(text)))
     values = derived()
     names, todo = set(), NAME.findall(text)
@@ -72,36 +112,43 @@ def reached_names(entry):
     return names
 
 
-def entry_options(entry_file, all_options):
-    reached = reached_names(entry_file)
+def entry_options(entry_file, all_options, role="raygate"):
+    reached = reached_names(entry_file, role)
     return [name for name in all_options if name in reached]
 
 
-def load_specs():
-    return yaml.safe_load(_read(SPEC_FILE))["argument_specs"]
+def load_specs(role="raygate"):
+    return yaml.safe_load(_read(spec_file(role)))["argument_specs"]
+
+
+def load_all():
+    """{role: its entry points' specs} for every role with an argument spec."""
+    return {role: load_specs(role) for role in roles()}
 
 
 def all_options(specs):
-    """Every option of every entry point, each once: in the order of defaults/main.yml, then the
-    options without a default by name (one order, however the entry points list them)."""
+    """Every option of every entry point (of one role's specs, or of load_all()'s), each once: in the
+    order of defaults/main.yml, then the options without a default by name."""
+    groups = specs.values() if all(isinstance(v, dict) and "options" not in v for v in specs.values()) else [specs]
     found = {}
-    for spec in specs.values():
-        for name, option in spec["options"].items():
-            found.setdefault(name, option)
+    for group in groups:
+        for spec in group.values():
+            for name, option in spec["options"].items():
+                found.setdefault(name, option)
     order = list(role_defaults())
     names = [n for n in order if n in found] + sorted(n for n in found if n not in order)
     return {name: found[name] for name in names}
 
 
-def expected(specs):
+def expected(specs, role="raygate", options=None):
     """{entry: [option names]} as the role's files say."""
-    options = all_options(specs)
-    return {entry: entry_options(entry + ".yml", options) for entry in specs}
+    options = options if options is not None else all_options(specs)
+    return {entry: entry_options(entry + ".yml", options, role) for entry in specs}
 
 
 def role_defaults():
-    """defaults/main.yml: {name: default}, the one place the role states its defaults."""
-    return yaml.safe_load(_read(os.path.join(ROLE, "defaults", "main.yml")))
+    """roles/_common/defaults/main.yml: {name: default}, the one place the collection states its defaults."""
+    return yaml.safe_load(_read(os.path.join(COMMON, "defaults", "main.yml")))
 
 
 def with_role_default(option, name, defaults):
@@ -111,24 +158,26 @@ def with_role_default(option, name, defaults):
     return dict(option, default=defaults[name])
 
 
-def render(specs):
-    """The argument_specs.yml text for ``expected(specs)``: each option defined once (anchor), then referred to."""
-    options = all_options(specs)
+def render(specs, role="raygate", everything=None):
+    """The argument_specs.yml text of ``role`` for ``expected(specs)``: each option defined once
+    (anchor), then referred to. ``everything`` (load_all()) gives the descriptions of options this
+    role's file does not hold yet."""
+    options = all_options(everything if everything is not None else {role: specs})
     defaults = role_defaults()
-    wanted = expected(specs)
+    wanted = expected(specs, role, options)
     defined = set()
     lines = [
         "---",
-        "# Generated from the role's task files by tools/entry_specs.py: each entry point lists the options",
-        "# its task files, derived variables and actions reach; each default is the one in defaults/main.yml.",
-        "# Edit an option's definition where it is written out (its first entry point), a default in",
-        "# defaults/main.yml; run `python tools/entry_specs.py` after either.",
+        "# Generated from the roles' task files by tools/entry_specs.py: each entry point lists the options",
+        "# its task files, derived variables and actions reach; each default is the one in",
+        "# roles/_common/defaults/main.yml. Edit an option's definition where it is written out (its first",
+        "# entry point), a default in that file; run `python tools/entry_specs.py` after either.",
         "argument_specs:",
     ]
     for entry, spec in specs.items():
         lines.append("  %s:" % entry)
         lines.append("    short_description: %s" % spec["short_description"])
-        lines.append("    options:")
+        lines.append("    options:" if wanted[entry] else "    options: {}")
         for name in wanted[entry]:
             if name in defined:
                 lines.append("      %s: *%s" % (name, name))
@@ -143,19 +192,21 @@ def render(specs):
 
 
 def main(argv):
-    """Rewrite argument_specs.yml; with --check, only say whether it is as this writes it (exit 1 if not)."""
-    text = render(load_specs())
-    if argv[1:] == ["--check"]:
-        if _read(SPEC_FILE) == text:
-            return 0
-        sys.stderr.write("%s is not as tools/entry_specs.py writes it: run it\n" % SPEC_FILE)
-        return 1
-    if argv[1:]:
+    """Rewrite every role's argument_specs.yml; with --check, only say whether each is as written (exit 1 if not)."""
+    if argv[1:] not in ([], ["--check"]):
         sys.stderr.write("usage: python tools/entry_specs.py [--check]\n")
         return 2
-    with open(SPEC_FILE, "w") as fh:
-        fh.write(text)
-    sys.stdout.write("wrote %s\n" % SPEC_FILE)
+    everything = load_all()
+    texts = {role: render(specs, role, everything) for role, specs in everything.items()}
+    if argv[1:] == ["--check"]:
+        stale = [spec_file(r) for r, text in texts.items() if _read(spec_file(r)) != text]
+        for path in stale:
+            sys.stderr.write("%s is not as tools/entry_specs.py writes it: run it\n" % path)
+        return 1 if stale else 0
+    for role, text in texts.items():
+        with open(spec_file(role), "w") as fh:
+            fh.write(text)
+        sys.stdout.write("wrote %s\n" % spec_file(role))
     return 0
 
 

@@ -189,7 +189,7 @@ options:
   answers:
     description:
       - The names of the variables a node's run leaves, by what they hold; required with O(hosts), and
-        for O(left_hosts). The raygate role passes its C(raygate_answers) (C(roles/raygate/vars/main.yml)).
+        for O(left_hosts). The raygate role passes its C(raygate_answers) (C(roles/_common/vars/main.yml)).
       - With O(hosts), C(gate_status), C(gate_address), C(gate_skip_reason), C(gpu_health), C(nccl_single)
         and C(nccl_pairs).
       - For O(left_hosts), C(out) (the host's C({status, task, error})) and C(steps), the registered

@@ -49,7 +49,7 @@ options:
   answers:
     description:
       - The names of the variables a node's run leaves, by what they hold; the raygate role passes its
-        C(raygate_answers) (C(roles/raygate/vars/main.yml)).
+        C(raygate_answers) (C(roles/_common/vars/main.yml)).
       - C(run_ok) (true once the node got through the run), C(out) (C({status, task, error}) of a node that
         left the run), C(health) (the health gate's verdict, M(raygate.cluster.health_report)'s result) and
         C(steps), the registered answers of the remote steps as C([variable, step]) pairs in the order they run;

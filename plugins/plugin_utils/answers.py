@@ -7,7 +7,7 @@
 
 The controller's plugins (the health_report and run_summary actions, the gate_pairs filter) read
 each node's registered results and facts through these names only. The role states them once
-(``raygate_answers`` in roles/raygate/vars/main.yml) and passes them as the ``answers`` argument,
+(``raygate_answers`` in roles/_common/vars/main.yml) and passes them as the ``answers`` argument,
 so no Python file knows what the role calls its variables.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 # What run_summary needs, and what the gate needs (health_report and gate_pairs).
 RUN = ("run_ok", "out", "health", "steps")
 GATE = ("gate_status", "gate_address", "gate_skip_reason", "gpu_health", "nccl_single", "nccl_pairs")
-WHERE = "the raygate role passes raygate_answers (roles/raygate/vars/main.yml)"
+WHERE = "the raygate role passes raygate_answers (roles/_common/vars/main.yml)"
 
 
 def check(answers, keys):

@@ -20,23 +20,34 @@ import os
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-# The role's spec inside the collection (the tarball ships roles/ beside plugins/).
-SPEC_FILE = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles", "raygate", "meta", "argument_specs.yml"
-)
+# The roles' specs inside the collection (the tarball ships roles/ beside plugins/): every option of
+# every role, each written out in at least one of them (tools/entry_specs.py).
+ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
+
+
+def spec_files():
+    """The argument_specs.yml of each of the collection's roles that has one."""
+    names = sorted(os.listdir(ROLES)) if os.path.isdir(ROLES) else []
+    paths = [os.path.join(ROLES, name, "meta", "argument_specs.yml") for name in names]
+    return [path for path in paths if os.path.exists(path)]
+
+
 FIX = "see `ansible-doc -t role raygate.cluster.raygate` for each variable's type and choices"
 # At most this many hosts are named for one message (the rest are counted).
 NAMED_HOSTS = 5
 
 
-def load_options(path=SPEC_FILE):
-    """Every option of every entry point of the role's spec, each once: {name: its spec}."""
-    with open(path) as fh:
-        specs = (yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}).get("argument_specs") or {}
+def load_options(paths=None):
+    """Every option of every entry point of the roles' specs, each once: {name: its spec}."""
     options = {}
-    for entry in specs.values():
-        for name, option in ((entry or {}).get("options") or {}).items():
-            options.setdefault(name, option)
+    for path in spec_files() if paths is None else paths:
+        with open(path) as fh:
+            specs = (yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}).get(
+                "argument_specs"
+            ) or {}
+        for entry in specs.values():
+            for name, option in ((entry or {}).get("options") or {}).items():
+                options.setdefault(name, option)
     return options
 
 

@@ -2,7 +2,7 @@
 
 The circuit breaker's settings (threshold, min_nodes) come from plugins/plugin_utils/breaker.py
 for the code: the health_report action's argument spec and build_report() take them from there.
-The role states its defaults once, in roles/raygate/defaults/main.yml: tools/entry_specs.py writes
+The role states its defaults once, in roles/_common/defaults/main.yml: tools/entry_specs.py writes
 them into meta/argument_specs.yml. What only documentation can say (the health_report module's
 DOCUMENTATION, the role's argument specs) may repeat a value for its reader, as long as a test
 here fails when it drifts from the source.
@@ -51,7 +51,7 @@ def role_specs():
 def passed_through():
     """{module option: role variable} for the health_report options the role sets from one variable
     as it is (vars/main.yml's raygate_health_report_args: ``"{{ raygate_x }}"``, ``| int`` or ``| bool``)."""
-    args = load("roles", "raygate", "vars", "main.yml")["raygate_health_report_args"]
+    args = load("roles", "_common", "vars", "main.yml")["raygate_health_report_args"]
     found = {}
     for option, value in args.items():
         match = re.match(r"^\{\{\s*(raygate_[a-z0-9_]+)\s*(?:\|\s*(?:int|bool)\s*)?\}\}$", str(value))
@@ -68,7 +68,7 @@ def test_the_breaker_defaults_come_from_breaker_py(option, variable, constant):
     short = option.replace("breaker_", "")
     assert inspect.signature(breaker.judge).parameters[short].default == value
     assert documented()[option]["default"] == value, "the module's DOCUMENTATION of %s" % option
-    assert load("roles", "raygate", "defaults", "main.yml")[variable] == value, "defaults/main.yml: %s" % variable
+    assert load("roles", "_common", "defaults", "main.yml")[variable] == value, "defaults/main.yml: %s" % variable
     for entry, spec in role_specs().items():
         if variable in spec["options"]:
             assert spec["options"][variable]["default"] == value, "argument_specs.yml %s: %s" % (entry, variable)
@@ -101,7 +101,7 @@ def test_build_report_defaults_are_the_documented_ones():
 def test_the_role_defaults_the_module_options_it_passes_through_as_the_module_does():
     """A role variable that only forwards a health_report option starts where the option does."""
     options = documented()
-    defaults = load("roles", "raygate", "defaults", "main.yml")
+    defaults = load("roles", "_common", "defaults", "main.yml")
     through = passed_through()
     assert len(through) >= 8, through
     for option, variable in sorted(through.items()):

@@ -4,7 +4,7 @@
 
 """The node watcher (raygate_watch): what one watch run decides, apart from how it runs.
 
-A watch run (roles/raygate/files/raygate_node_watch.py) runs the gate's node checks, then:
+A watch run (roles/watcher/files/raygate_node_watch.py) runs the gate's node checks, then:
 
 - ``findings``: a failing check of severity do-not-allocate takes the node out; a degraded one
   (a warning, or a failure the check itself calls degraded) only reports.

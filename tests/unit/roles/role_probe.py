@@ -6,7 +6,17 @@ import subprocess
 import sys
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
-ROLE = os.path.join(ROOT, "roles", "raygate")
+ROLES = os.path.join(ROOT, "roles")
+# The shared role: the defaults and the derived values a probe role links to.
+ROLE = os.path.join(ROLES, "_common")
+
+
+def task_file(name):
+    """The path of the task file NAME, in whichever of the collection's roles holds it."""
+    found = [os.path.join(ROLES, r, "tasks", name) for r in sorted(os.listdir(ROLES))
+             if os.path.exists(os.path.join(ROLES, r, "tasks", name))]
+    assert len(found) == 1, "task file %s: %s" % (name, found or "in no role")
+    return found[0]
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")
 PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 

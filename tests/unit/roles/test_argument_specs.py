@@ -1,4 +1,4 @@
-"""The role's public variables and its argument specs must not drift apart."""
+"""The roles' public variables and their argument specs must not drift apart."""
 
 import os
 import re
@@ -12,7 +12,8 @@ TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..
 sys.path.insert(0, os.path.abspath(TOOLS))
 import entry_specs  # noqa: E402
 
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "raygate")
+ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles")
+ROLE = os.path.join(ROLES, "raygate")
 
 
 def load(*parts):
@@ -20,28 +21,45 @@ def load(*parts):
         return yaml.safe_load(fh)
 
 
+def defaults():
+    with open(os.path.join(ROLES, "_common", "defaults", "main.yml")) as fh:
+        return yaml.safe_load(fh)
+
+
+def every_entry():
+    """(role, entry, spec) of every entry point of every role."""
+    return [(role, entry, spec) for role, specs in entry_specs.load_all().items() for entry, spec in specs.items()]
+
+
 def test_every_default_is_specified_with_the_same_default():
-    defaults = load("defaults", "main.yml")
-    specs = load("meta", "argument_specs.yml")["argument_specs"]
-    options = entry_specs.all_options(specs)
-    missing = sorted(set(defaults) - set(options))
+    values = defaults()
+    options = entry_specs.all_options(entry_specs.load_all())
+    missing = sorted(set(values) - set(options))
     assert not missing, "defaults without a spec in any entry point: %s" % missing
-    for entry, spec in specs.items():
+    for role, entry, spec in every_entry():
         for name, option in spec["options"].items():
-            if name in defaults:
-                assert option.get("default") == defaults[name], "%s: %s default differs" % (entry, name)
+            if name in values:
+                assert option.get("default") == values[name], "%s %s: %s default differs" % (role, entry, name)
         undocumented = [n for n, o in spec["options"].items() if not o.get("description")]
-        assert not undocumented, (entry, undocumented)
+        assert not undocumented, (role, entry, undocumented)
+
+
+def test_every_role_but_the_shared_one_has_a_spec():
+    assert set(entry_specs.roles()) == set(os.listdir(ROLES)) - {"_common"}
 
 
 def test_each_entry_point_specifies_exactly_the_options_it_reaches():
     """tools/entry_specs.py computes them from the task files; run it after adding an option."""
-    specs = load("meta", "argument_specs.yml")["argument_specs"]
-    wanted = entry_specs.expected(specs)
-    for entry, spec in specs.items():
-        assert list(spec["options"]) == wanted[entry], entry
-    with open(entry_specs.SPEC_FILE) as fh:
-        assert fh.read() == entry_specs.render(specs), "argument_specs.yml differs: run tools/entry_specs.py"
+    everything = entry_specs.load_all()
+    options = entry_specs.all_options(everything)
+    for role, specs in everything.items():
+        wanted = entry_specs.expected(specs, role, options)
+        for entry, spec in specs.items():
+            assert list(spec["options"]) == wanted[entry], (role, entry)
+        with open(entry_specs.spec_file(role)) as fh:
+            assert fh.read() == entry_specs.render(specs, role, everything), (
+                "%s differs: run tools/entry_specs.py" % role
+            )
 
 
 def test_the_generator_runs_as_a_script_from_anywhere(tmp_path):
@@ -54,32 +72,45 @@ def test_the_generator_runs_as_a_script_from_anywhere(tmp_path):
 
 
 def test_every_entry_point_a_playbook_imports_has_a_spec():
-    specs = load("meta", "argument_specs.yml")["argument_specs"]
+    everything = entry_specs.load_all()
     playbooks = os.path.join(ROLE, "..", "..", "playbooks")
     imported = set()
     for name in os.listdir(playbooks):
         with open(os.path.join(playbooks, name)) as fh:
-            imported |= set(re.findall(r"tasks_from:\s*([a-z_]+)\.yml", fh.read()))
-    assert imported and imported <= set(specs), sorted(imported - set(specs))
+            found = re.findall(r"name:\s*raygate\.cluster\.([a-z_]+)\s+tasks_from:\s*([a-z_]+)\.yml", fh.read())
+            imported |= set(found)
+    assert imported, "no playbook imports an entry point"
+    missing = sorted((role, entry) for role, entry in imported if entry not in everything.get(role, {}))
+    assert missing == [], missing
 
 
-def test_the_reach_follows_imports_and_derived_variables():
+def test_the_reach_follows_imports_across_roles_and_derived_variables():
     # gate.yml imports gate_report.yml and gate_verdict.yml (which includes slurm.yml); the node checks
     # take their options from raygate_gpu_health_args, which names raygate_health_kernel_deny.
-    files = entry_specs.task_files("gate.yml")
-    assert {"gate_report.yml", "gate_verdict.yml", "slurm.yml"} <= set(files)
-    assert "head_early_stop.yml" not in files  # site.yml's own (gate_run.yml)
-    reached = entry_specs.reached_names("gate.yml")
+    files = entry_specs.task_files("gate.yml", "health_gate")
+    assert {
+        ("health_gate", "gate_report.yml"),
+        ("health_gate", "gate_verdict.yml"),
+        ("health_gate", "slurm.yml"),
+    } <= set(files)
+    assert ("ray_node", "head_early_stop.yml") not in files  # site.yml's own (gate_run.yml)
+    reached = entry_specs.reached_names("gate.yml", "health_gate")
     assert {"raygate_health_kernel_deny", "raygate_slurm"} <= reached
     assert "raygate_upgrade_rollback" not in entry_specs.reached_names("validate.yml")
+    # main.yml reaches another role's files through import_role / include_role with tasks_from
+    site = entry_specs.task_files("main.yml")
+    assert {("ray_node", "start.yml"), ("health_gate", "gate_run.yml"), ("ray_node", "head_early_stop.yml")} <= set(
+        site
+    )
+    assert ("_common", "leave_now.yml") in site
 
 
 def test_specs_without_default_are_not_in_defaults():
-    defaults = load("defaults", "main.yml")
-    options = entry_specs.all_options(load("meta", "argument_specs.yml")["argument_specs"])
+    values = defaults()
+    options = entry_specs.all_options(entry_specs.load_all())
     for name, option in options.items():
         if "default" not in option:
-            assert name not in defaults, name
+            assert name not in values, name
 
 
 HANDS_ON = (
@@ -95,7 +126,11 @@ def _switches():
     """(file, name) of every variable handed to another task file: play vars, and the vars of an
     import_tasks / include_tasks / import_role task."""
     found = []
-    paths = [os.path.join(ROLE, "tasks", f) for f in os.listdir(os.path.join(ROLE, "tasks"))]
+    paths = [
+        os.path.join(ROLES, r, "tasks", f)
+        for r in os.listdir(ROLES)
+        for f in os.listdir(os.path.join(ROLES, r, "tasks"))
+    ]
     playbooks = os.path.join(ROLE, "..", "..", "playbooks")
     paths += [os.path.join(playbooks, f) for f in os.listdir(playbooks)]
 
@@ -118,20 +153,20 @@ def _switches():
 
 def test_internal_switches_carry_the_internal_prefix():
     """What task files and playbooks hand each other is either a documented option or _raygate_*."""
-    options = set(entry_specs.all_options(load("meta", "argument_specs.yml")["argument_specs"]))
+    options = set(entry_specs.all_options(entry_specs.load_all()))
     public = [(f, n) for f, n in _switches() if not n.startswith("_raygate_") and n not in options]
     assert public == [], public
     assert ("site.yml", "_raygate_run_playbook") in _switches()
 
 
 def _role_imports(node):
-    """Every import_role / include_role task of the raygate role in a playbook's plays."""
+    """Every import_role / include_role task of the collection's roles in a playbook's plays."""
     if isinstance(node, list):
         for item in node:
             yield from _role_imports(item)
     elif isinstance(node, dict):
         for key in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
-            if key in node and node[key].get("name") == "raygate.cluster.raygate":
+            if key in node and node[key].get("name", "").startswith("raygate.cluster."):
                 yield node[key]
         for key in ("tasks", "block", "rescue", "always", "pre_tasks", "post_tasks"):
             yield from _role_imports(node.get(key))
@@ -141,13 +176,14 @@ def test_no_playbook_has_ansible_check_the_spec_on_every_node():
     """validate_inventory checks every node's variables once (plugin_utils/role_spec.py). Ansible's own
     role check is a task per node; it runs for an import whose tasks_from names an entry point of the
     spec (as `main`, the default, does), and not for `tasks_from: <file>.yml`, a name no entry point has."""
-    specs = load("meta", "argument_specs.yml")["argument_specs"]
+    everything = entry_specs.load_all()
     playbooks = os.path.join(ROLE, "..", "..", "playbooks")
     checked = []
     for name in sorted(os.listdir(playbooks)):
         with open(os.path.join(playbooks, name)) as fh:
             for args in _role_imports(yaml.safe_load(fh)):
                 entry = args.get("tasks_from", "main")
+                specs = everything.get(args["name"].rsplit(".", 1)[-1], {})
                 if entry in specs and args.get("rolespec_validate", True) is not False:
                     checked.append((name, entry))
     assert checked == [], "set rolespec_validate: false (validate_inventory checks the spec once): %s" % checked

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import yaml
-from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
+from role_probe import PLAYBOOK_BIN, ROLE, run_playbook, task_file
 
 HOSTS = ("h1", "w1", "w2")
 
@@ -33,7 +33,7 @@ def inventory(all_vars, store=("w1",)):
 
 def validate_task():
     """validate.yml's GCS task, run as it is (an assert on localhost)."""
-    with open(os.path.join(ROLE, "tasks", "validate.yml")) as fh:
+    with open(task_file("validate.yml")) as fh:
         tasks = yaml.safe_load(fh)
     (task,) = [t for t in tasks if t["name"] == "Validate GCS fault tolerance"]
     return task
@@ -42,8 +42,10 @@ def validate_task():
 def run_probe(tmp, inv, tasks, limit="all"):
     role = tmp / "roles" / "probe"
     (role / "tasks").mkdir(parents=True)
-    for part in ("defaults", "vars", "templates"):
+    for part in ("defaults", "vars"):
         os.symlink(os.path.abspath(os.path.join(ROLE, part)), role / part)
+    # The managed Redis's templates are the GCS store role's own.
+    os.symlink(os.path.abspath(os.path.join(ROLE, "..", "gcs_store", "templates")), role / "templates")
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks))
     (tmp / "inventory.yml").write_text(yaml.safe_dump(inv))
     (tmp / "site.yml").write_text(yaml.safe_dump([{"hosts": limit, "gather_facts": False, "roles": ["probe"]}]))

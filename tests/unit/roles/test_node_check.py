@@ -11,7 +11,7 @@ import ansible.module_utils
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SCRIPT = os.path.join(ROOT, "roles", "raygate", "files", "raygate_node_check.py")
+SCRIPT = os.path.join(ROOT, "roles", "watcher", "files", "raygate_node_check.py")
 SIM = os.path.join(ROOT, "tests", "sandbox", "sim")
 EPOCH = "1763719200"
 

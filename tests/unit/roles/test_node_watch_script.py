@@ -18,7 +18,7 @@ bundle = test_node_check.bundle
 node = test_node_check.node
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SCRIPT = os.path.join(ROOT, "roles", "raygate", "files", "raygate_node_watch.py")
+SCRIPT = os.path.join(ROOT, "roles", "watcher", "files", "raygate_node_watch.py")
 XID = {"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}}
 
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 import yaml
-from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
+from role_probe import PLAYBOOK_BIN, ROLE, run_playbook, task_file
 
 # A package manager in a directory: RAYGATE_FAKE_PACKAGES/<name> is the installed package.
 FAKE_PACKAGE = """#!/usr/bin/python
@@ -41,7 +41,7 @@ PURGE_TASKS = ("Ask whether raygate installed nginx", "Remove nginx when", "Forg
 
 def real_tasks(name, only=None):
     """A task file of the role as written, the package module swapped for the stand-in."""
-    with open(os.path.join(ROLE, "tasks", name)) as fh:
+    with open(task_file(name)) as fh:
         tasks = yaml.safe_load(fh)
     if only:
         tasks = [t for t in tasks if t["name"].startswith(only)]

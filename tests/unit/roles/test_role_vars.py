@@ -11,11 +11,11 @@ import sys
 
 import pytest
 import yaml
-from role_probe import PLAYBOOK_BIN, ROLE, run_playbook
+from role_probe import PLAYBOOK_BIN, ROLE, run_playbook, task_file
 
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 
-with open(os.path.join(ROLE, "tasks", "node.yml")) as _fh:
+with open(task_file("node.yml")) as _fh:
     NODE_CALL_ARGS = yaml.safe_load(_fh)[0]["raygate.cluster.ray_node"]
 
 INVENTORY = {
@@ -75,7 +75,7 @@ GATE_STATUS = {"h1": "checked", "w1": "checked", "w2": "skipped", "w3": "checked
 
 def member_task():
     """firewall_member.yml's task with its module swapped for set_fact: same vars, options and condition."""
-    with open(os.path.join(ROLE, "tasks", "firewall_member.yml")) as fh:
+    with open(task_file("firewall_member.yml")) as fh:
         (task,) = yaml.safe_load(fh)
     return {
         "ansible.builtin.set_fact": {

@@ -18,7 +18,7 @@ def test_port_plan_and_plan_ports():
 
 
 def test_port_plan_offset_is_applied_as_ray_node_applies_it():
-    # roles/raygate/vars/main.yml: raygate_ports | port_plan(offset=raygate_port_offset | int),
+    # roles/_common/vars/main.yml: raygate_ports | port_plan(offset=raygate_port_offset | int),
     # raygate_dashboard_url from its .dashboard; ray_node builds its plan with build_plan().
     for overrides, offset in (({}, 0), ({}, 100), ({"dashboard": "9265", "gcs": None}, "10"), (None, None)):
         plan = port_plan(overrides, offset=offset)

@@ -69,3 +69,12 @@ def test_two_long_values_alike_in_their_shown_start_are_each_checked(options):
     # both values are refused, each by its own check, with the shown start cut to one line
     assert len(fabric) == 2 and all("..." in e and len(e.split(": ", 2)[1]) < 120 for e in fabric), fabric
     assert sorted(e.split(": ", 1)[0] for e in fabric) == ["node1", "node2"]
+
+
+def test_the_options_of_every_role_are_checked(options):
+    """An option only a component role reads (the firewall role alone) is checked like the others."""
+    assert len(role_spec.spec_files()) >= 9
+    assert options["raygate_firewall_state"]["choices"] == ["present", "absent"]
+    hostvars = {"node1": {"raygate_firewall_state": "open"}}
+    (error,) = role_spec.check_hosts(options, hostvars, ["node1"])
+    assert "raygate_firewall_state" in error and "open" in error and "node1" in error

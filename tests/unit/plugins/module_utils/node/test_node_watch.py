@@ -43,7 +43,7 @@ def run(args, check_mode=False):
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 # The real watcher: started and stopped as a daemon for real. Its runs fail here (its settings name no
 # bundle), which its loop reports and outlives, as it does on a node.
-SCRIPT = os.path.join(ROOT, "roles", "raygate", "files", "raygate_node_watch.py")
+SCRIPT = os.path.join(ROOT, "roles", "watcher", "files", "raygate_node_watch.py")
 
 
 @pytest.fixture(name="paths")

@@ -130,6 +130,7 @@ lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog
 	for m in $(MODULES); do $(BIN)/ansible-doc raygate.cluster.$$m >/dev/null; done
 	for f in $(FILTERS); do $(BIN)/ansible-doc -t filter raygate.cluster.$$f >/dev/null; done
 	$(BIN)/ansible-doc -t inventory raygate.cluster.slurm >/dev/null
+	$(BIN)/ansible-doc -t lookup raygate.cluster.step_args >/dev/null
 
 .PHONY: sanity
 sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster

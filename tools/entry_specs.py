@@ -31,6 +31,9 @@ ROLE = os.path.join(ROLES, "raygate")
 SPEC_FILE = os.path.join(ROLE, "meta", "argument_specs.yml")
 NAME = re.compile(r"(?<![A-Za-z0-9_])(raygate_[a-z0-9_]+)\b")
 ACTION = re.compile(r"raygate\.cluster\.([a-z_]+):")
+# A derived variable built in Python (vars/main.yml: lookup('raygate.cluster.step_args', '<step>')).
+STEP_ARGS = re.compile(r"""lookup\(\s*'raygate\.cluster\.step_args',\s*'([a-z_]+)'\s*\)""")
+COLLECTIONS = os.path.abspath(os.path.join(PLUGINS, "..", ".build", "collections"))
 TASKS_KEYS = ("import_tasks", "include_tasks")
 ROLE_KEYS = ("import_role", "include_role")
 
@@ -86,9 +89,24 @@ def task_files(entry, role="raygate"):
     return seen
 
 
+def step_reads():
+    """{step: the variables it reads} of the step_args lookup (plugins/plugin_utils/step_args.py's READS)."""
+    if COLLECTIONS not in sys.path:
+        sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.raygate.cluster.plugins.plugin_utils.step_args import READS  # noqa: PLC0415
+
+    return READS
+
+
 def derived():
-    """roles/_common/vars/main.yml: {name: the raw text of its value}."""
-    return {k: yaml.safe_dump(v) for k, v in yaml.safe_load(_read(os.path.join(COMMON, "vars", "main.yml"))).items()}
+    """roles/_common/vars/main.yml: {name: the raw text of its value}; a step_args lookup reads as the
+    names its step reads."""
+    reads = step_reads()
+    found = {}
+    for name, value in yaml.safe_load(_read(os.path.join(COMMON, "vars", "main.yml"))).items():
+        text = yaml.safe_dump(value)
+        found[name] = text + "".join(" ".join(reads[step]) for step in STEP_ARGS.findall(str(value)))
+    return found
 
 
 def _action_text(action):

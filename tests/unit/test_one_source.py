@@ -2,7 +2,7 @@
 
 The circuit breaker's settings (threshold, min_nodes) come from plugins/plugin_utils/breaker.py
 for the code: the health_report action's argument spec and build_report() take them from there.
-The role states its defaults once, in roles/_common/defaults/main.yml: tools/entry_specs.py writes
+The role states its defaults once, in roles/raygate/defaults/main.yml: tools/entry_specs.py writes
 them into meta/argument_specs.yml. What only documentation can say (the health_report module's
 DOCUMENTATION, the role's argument specs) may repeat a value for its reader, as long as a test
 here fails when it drifts from the source.
@@ -11,7 +11,6 @@ here fails when it drifts from the source.
 import copy
 import inspect
 import os
-import re
 import sys
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 
 from ansible_collections.raygate.cluster.plugins.action import health_report as action
 from ansible_collections.raygate.cluster.plugins.modules import health_report as module
-from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker
+from ansible_collections.raygate.cluster.plugins.plugin_utils import breaker, step_args
 from ansible_collections.raygate.cluster.plugins.plugin_utils.report import decision
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -50,14 +49,11 @@ def role_specs():
 
 def passed_through():
     """{module option: role variable} for the health_report options the role sets from one variable
-    as it is (vars/main.yml's raygate_health_report_args: ``"{{ raygate_x }}"``, ``| int`` or ``| bool``)."""
-    args = load("roles", "_common", "vars", "main.yml")["raygate_health_report_args"]
-    found = {}
-    for option, value in args.items():
-        match = re.match(r"^\{\{\s*(raygate_[a-z0-9_]+)\s*(?:\|\s*(?:int|bool)\s*)?\}\}$", str(value))
-        if match:
-            found[option] = match.group(1)
-    return found
+    as it is, or through int or bool (plugin_utils/step_args.py's HEALTH_REPORT_THROUGH, behind
+    vars/main.yml's raygate_health_report_args)."""
+    value = load("roles", "_common", "vars", "main.yml")["raygate_health_report_args"]
+    assert "'health_report'" in value, value
+    return {option: variable for option, (variable, _convert) in step_args.HEALTH_REPORT_THROUGH.items()}
 
 
 @pytest.mark.parametrize("option,variable,constant", BREAKER)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: step_args
-author: raygate maintainers
-version_added: 1.0.0
+author: raygate maintainers (@raygate)
+version_added: 0.5.0
 short_description: The arguments of one raygate role step, from the task's variables
 description:
   - Builds the argument dict of one step of the C(raygate) role (or one derived value) from the

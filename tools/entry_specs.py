@@ -118,6 +118,9 @@ def reached_names(entry, role="raygate"):
     """Every raygate_* name the entry point's files, derived variables and actions name."""
     text = "".join(_read(os.path.join(ROLES, r, "tasks", f)) for r, f in task_files(entry, role))
     text += "".join(_action_text(a) for a in set(ACTION.findall(text)))
+    # A step_args lookup called in a task file reads what its step reads.
+    reads = step_reads()
+    text += "".join(" " + " ".join(reads[step]) for step in set(STEP_ARGS.findall(text)))
     values = derived()
     names, todo = set(), NAME.findall(text)
     while todo:

@@ -60,7 +60,8 @@ ARGUMENT_SPEC = {
 # merge: read from the reports of earlier runs over slices of one fleet.
 MUTUALLY_EXCLUSIVE = [["nodes", "hosts", "merge"]]
 REQUIRED_ONE_OF = [["nodes", "hosts", "merge"]]
-REQUIRED_BY = {"hosts": ["head", "answers"]}
+# hosts without head: a fleet without one (the health gate role alone over nodes that run no Ray).
+REQUIRED_BY = {"hosts": ["answers"]}
 
 
 def left_entries(hosts, hostvars, head, answers):

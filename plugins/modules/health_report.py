@@ -169,7 +169,7 @@ options:
     description:
       - The play's hosts that ran the role's gate (C(ansible_play_hosts)), instead of O(nodes).
         The action makes each host's node, in this order, from what the gate left in its host
-        variables. Requires O(head) and O(answers).
+        variables. Requires O(answers).
       - Read through the names in O(answers). The gate's status (V(checked) or V(skipped)) and address
         are required, a host without them fails the task; the skip reason says why a skipped one was not
         re-checked.
@@ -199,7 +199,8 @@ options:
   head:
     description:
       - Inventory host of the Ray head. Defaults to the node whose O(nodes[].role) is V(head).
-        Required with O(hosts).
+      - With neither (a fleet without a head, such as the health_gate role alone over nodes that run no Ray), the
+        report has no head (RV(head_healthy) is true) and judges the nodes alone.
       - A head that is not in O(nodes) (it left the play before the gate) is unhealthy.
     type: str
   head_address:

@@ -165,7 +165,7 @@ def node_args(v, read):
     if labels is not None:
         args["status_labels"] = labels
     _put(args, "temp_dir", v["raygate_temp_dir"])
-    args["dashboard_proxy"] = as_bool(v["raygate_dashboard_proxy"])
+    args["dashboard_proxy"] = v["raygate_dashboard"]["proxy"]
     _put(args, "dashboard_proxy_cert", v["raygate_dashboard_tls_cert"])
     _put(args, "dashboard_proxy_key", v["raygate_dashboard_tls_key"])
     args["dashboard_proxy_binary"] = v["raygate_dashboard_proxy_binary"]
@@ -196,15 +196,52 @@ def node_args(v, read):
     return args
 
 
+def gcs(v, read=None):
+    """GCS fault tolerance's values (docs/GCS-FT.md): ``raygate_gcs``. Managed (raygate_gcs_ft redis
+    and no raygate_gcs_redis_address): raygate runs the Redis on the first host of
+    raygate_gcs_store_group, else on the head. No secret in it: the password and the cluster id are
+    read apart, only where needed (raygate_gcs_password, raygate_gcs_namespace_prefix)."""
+    ft, external = v["raygate_gcs_ft"], v["raygate_gcs_redis_address"] or ""
+    managed = ft == "redis" and not external
+    stores = v["groups"].get(v["raygate_gcs_store_group"]) or []
+    store = stores[0] if stores else v["raygate_head_host"]
+    hostvars = v["hostvars"]
+    own = hostvars[store] if store in hostvars else {}
+    address = store
+    for name in ("ansible_host", "raygate_node_ip"):
+        address = own[name] if name in own else address
+    endpoint = external
+    if managed:
+        endpoint = "%s:%s" % ("[%s]" % address if ":" in address else address, v["raygate_plan"]["gcs_redis"])
+    config, state = v["raygate_gcs_redis_config_dir"], _opt(v, "_raygate_node_state")
+    return {
+        "managed": managed,
+        "store_host": store,
+        "store_address": address,
+        "endpoint": endpoint,
+        # The managed Redis knows only its default user (requirepass); an external one may use an ACL user.
+        "username": v["raygate_gcs_managed_user"] if managed else v["raygate_gcs_redis_username"],
+        # The managed Redis speaks TLS when the cluster does; the user's own Redis when its address is rediss://.
+        "redis_tls": (managed and as_bool(v["raygate_tls"])) or external.startswith("rediss://"),
+        # Only a head that starts with a Redis needs the password.
+        "password_needed": ft == "redis" and v["raygate_node_role"] == "head" and state == "started",
+        "conf": config + "/redis.conf",
+        "unit_file": "/etc/systemd/system/%s.service" % v["raygate_gcs_redis_unit"],
+        "pidfile": v["raygate_gcs_redis_run_dir"] + "/redis.pid",
+        "tls_dir": config + "/tls",
+    }
+
+
 def _node_gcs_args(v):
     ft = v["raygate_gcs_ft"]
     args = {"gcs_ft": ft}
+    g = v["raygate_gcs"]
     if ft == "redis":
-        args["redis_address"] = v["raygate_gcs_redis_endpoint"]
-        args["redis_username"] = v["raygate_gcs_username"]
-        args["redis_tls"] = as_bool(v["_raygate_gcs_redis_tls"])
+        args["redis_address"] = g["endpoint"]
+        args["redis_username"] = g["username"]
+        args["redis_tls"] = g["redis_tls"]
     # Only a start reads the cluster id (a teardown from another controller may lack its file).
-    if as_bool(v["raygate_gcs_password_needed"]):
+    if g["password_needed"]:
         args["storage_namespace"] = v["raygate_gcs_namespace_prefix"]
     args["gcs_storage_path"] = v["raygate_gcs_rocksdb_path"]
     if ft != "none":
@@ -259,7 +296,8 @@ def firewall_args(v, read=None):
         args[key] = opt("raygate_firewall_" + key)
     _put(args, "zone", opt("raygate_firewall_zone"))
     # The managed GCS Redis's port, on its host only, open to the head only.
-    store = as_bool(v["raygate_gcs_managed"]) and host == v["raygate_gcs_store_host"]
+    g = v["raygate_gcs"]
+    store = g["managed"] and host == g["store_host"]
     args["gcs_store"] = store
     args["gcs_store_sources"] = [v["raygate_head_address"]] if store else []
     # Prometheus scrapers: the metric ports of the plan and node_exporter's, nothing else.
@@ -281,8 +319,9 @@ def watch_settings(v, read=None):
     them: the watcher reads the token and the TLS files through the Ray node's own environment files)."""
     host, role, plan_ = v["inventory_hostname"], v["raygate_node_role"], v["raygate_plan"]
     redis = None
-    if as_bool(v["raygate_gcs_managed"]) and role == "head":
-        redis = {"host": v["raygate_gcs_store_address"], "port": as_int(plan_["gcs_redis"])}
+    g = v["raygate_gcs"]
+    if g["managed"] and role == "head":
+        redis = {"host": g["store_address"], "port": as_int(plan_["gcs_redis"])}
     return {
         "host": host,
         "role": role,
@@ -439,9 +478,62 @@ def configure_firewall(v, read=None):
     return as_bool(v["raygate_firewall_manage"]) and not _done(v, "firewall") and _selected(v, CONFIGURE_TAGS)
 
 
+def dashboard(v, read=None):
+    """The dashboard and jobs API (``raygate_dashboard``): over HTTPS only (docs/SECURITY.md) when
+    ``proxy``: nginx on the head's address and the plan's dashboard port, in front of Ray's dashboard
+    on the head's loopback (ray_node dashboard_proxy). ``url`` is what users reach; ``api_url`` what
+    the role's own calls use, delegated to the head: Ray's dashboard itself, on its loopback when proxied."""
+    proxy = as_bool(v["raygate_dashboard_https"]) and (
+        as_bool(v["raygate_tls"]) or len(v["raygate_dashboard_tls_cert"] or "") > 0
+    )
+    port = v["raygate_plan"]["dashboard"]
+    url = "%s://%s:%s" % ("https" if proxy else "http", v["raygate_head_address"], port)
+    return {"proxy": proxy, "url": url, "api_url": "http://127.0.0.1:%s" % port if proxy else url}
+
+
+def removal(v, read=None):
+    """remove_node.yml's nodes (``raygate_removal``): the hosts it takes out (raygate_remove as a list
+    or "a,b", each once, in order) and their validated addresses ([] before validation)."""
+    given = v["raygate_remove"]
+    names = given.split(",") if isinstance(given, str) else list(given or [])
+    hosts = []
+    for name in (str(n).strip() for n in names):
+        if name and name not in hosts:
+            hosts.append(name)
+    found = validated(v)
+    nodes = found["cluster"]["nodes"] if found else []
+    return {"hosts": hosts, "addresses": [n["ip"] for n in nodes if n["name"] in hosts]}
+
+
+def configure(v, read=None):
+    """configure.yml's three steps at once (``_raygate_configure``): {install, env, firewall}."""
+    return {"install": configure_install(v), "env": configure_env(v), "firewall": configure_firewall(v)}
+
+
+def watch_query(v, read=None):
+    """node_watch's options to read what the watcher found (watch_query.yml)."""
+    return dict(watch_common_args(v), state="query")
+
+
+def watch_present(v, read=None):
+    """node_watch's options to install and run the watcher (watch.yml)."""
+    return dict(watch_common_args(v), state="present", settings=watch_settings(v))
+
+
+def watch_absent(v, read=None):
+    """node_watch's options to remove the watcher (node_absent.yml), with what it needed of
+    node_check.yml unless raygate_node_check keeps raygate-node-check for Slurm's HealthCheckProgram."""
+    command = v["raygate_node_check_bin"]
+    also = [v["raygate_node_check_dir"], v["raygate_node_check_config"], command, command + "-slurm"]
+    if as_bool(v["raygate_node_check"]):
+        also = []
+    return dict(watch_common_args(v), state="absent", remove_also=also)
+
+
 # Each step's builder.
 STEPS = {
     "plan": plan,
+    "gcs": gcs,
     "ray_install": install_args,
     "ray_node": node_args,
     "nccl_env": env_args,
@@ -455,6 +547,12 @@ STEPS = {
     "configure_install": configure_install,
     "configure_env": configure_env,
     "configure_firewall": configure_firewall,
+    "configure": configure,
+    "dashboard": dashboard,
+    "removal": removal,
+    "watch_query": watch_query,
+    "watch_present": watch_present,
+    "watch_absent": watch_absent,
 }
 
 _NCCL_TEST = ("raygate_health_nccl_binary", "raygate_num_gpus", "raygate_health_nccl_max_bytes",
@@ -467,6 +565,23 @@ _FIREWALL_OPTIONS = tuple("raygate_firewall_" + k for k in FIREWALL_OWN + ("sour
 # Every variable each step reads (a builder reading another fails: see StepVariables).
 READS = {
     "plan": _VALIDATED + ("raygate_ports", "raygate_port_offset"),
+    "gcs": (
+        "raygate_gcs_ft",
+        "raygate_gcs_redis_address",
+        "groups",
+        "raygate_gcs_store_group",
+        "raygate_head_host",
+        "hostvars",
+        "raygate_plan",
+        "raygate_gcs_redis_config_dir",
+        "_raygate_node_state",
+        "raygate_gcs_managed_user",
+        "raygate_gcs_redis_username",
+        "raygate_tls",
+        "raygate_node_role",
+        "raygate_gcs_redis_unit",
+        "raygate_gcs_redis_run_dir",
+    ),  # fmt: skip
     "ray_install": (
         "raygate_ray_version",
         "raygate_ray_extras",
@@ -501,7 +616,7 @@ READS = {
         "raygate_gate_status",
         "raygate_gpu_health",
         "raygate_temp_dir",
-        "raygate_dashboard_proxy",
+        "raygate_dashboard",
         "raygate_dashboard_tls_cert",
         "raygate_dashboard_tls_key",
         "raygate_dashboard_proxy_binary",
@@ -525,10 +640,7 @@ READS = {
         "_raygate_node_member",
         "raygate_rotate_token",
         "raygate_gcs_ft",
-        "raygate_gcs_redis_endpoint",
-        "raygate_gcs_username",
-        "_raygate_gcs_redis_tls",
-        "raygate_gcs_password_needed",
+        "raygate_gcs",
         "raygate_gcs_namespace_prefix",
         "raygate_gcs_rocksdb_path",
         "raygate_gcs_reconnect_timeout",
@@ -557,16 +669,14 @@ READS = {
         "raygate_head_group",
         "raygate_plan",
         "_raygate_firewall_exclude",
-        "raygate_gcs_managed",
-        "raygate_gcs_store_host",
+        "raygate_gcs",
         "raygate_head_address",
     ),  # fmt: skip
     "watch_settings": (
         "inventory_hostname",
         "raygate_node_role",
         "raygate_plan",
-        "raygate_gcs_managed",
-        "raygate_gcs_store_address",
+        "raygate_gcs",
         "raygate_node_address",
         "raygate_head_address",
         "raygate_base_dir",
@@ -638,6 +748,14 @@ READS = {
     "configure_env": ("raygate_nccl_manage", "_raygate_done", "ansible_run_tags", "ansible_skip_tags"),
     "configure_firewall": ("raygate_firewall_manage", "_raygate_done", "ansible_run_tags", "ansible_skip_tags"),
 }
+READS["dashboard"] = ("raygate_dashboard_https", "raygate_tls", "raygate_dashboard_tls_cert", "raygate_plan",
+                      "raygate_head_address")  # fmt: skip
+READS["removal"] = _VALIDATED + ("raygate_remove",)
+READS["configure"] = tuple(sorted(set(READS["configure_env"] + READS["configure_firewall"])))
+READS["watch_query"] = READS["watch_common"]
+READS["watch_present"] = tuple(sorted(set(READS["watch_common"] + READS["watch_settings"])))
+READS["watch_absent"] = READS["watch_common"] + ("raygate_node_check_dir", "raygate_node_check_config",
+                                                 "raygate_node_check_bin", "raygate_node_check")  # fmt: skip
 
 
 class StepVariables(Mapping):

@@ -132,8 +132,10 @@ def test_the_firewall_role_alone_opens_the_plan_and_closes_it(sandbox3, tmp_path
             ruleset = {i: node(i, "nft list ruleset")[1] for i in (1, 2, 3)}
             if state == "present":
                 for index, text in ruleset.items():
-                    # the GCS port of the plan (6379), open to the sources given
-                    assert "6379" in text and "198.18.0.0/24" in text, "node%d: %s" % (index, text)
+                    # the plan's worker ports on every node, open to the sources given
+                    assert "10002-10999" in text and "198.18.0.0/24" in text, "node%d: %s" % (index, text)
+                # the GCS port (6379) only where the GCS listens: the head
+                assert ["6379" in ruleset[i] for i in (1, 2, 3)] == [True, False, False], ruleset
             else:
                 assert all("raygate" not in text for text in ruleset.values()), ruleset
         # the first run of each state changed every node; the second changed nothing

@@ -49,9 +49,11 @@ def role_specs():
 
 def passed_through():
     """{module option: role variable} for the health_report options the role sets from one variable
-    as it is, or through int or bool (plugin_utils/step_args.py's HEALTH_REPORT_THROUGH, behind
-    vars/main.yml's raygate_health_report_args)."""
-    value = load("roles", "_common", "vars", "main.yml")["raygate_health_report_args"]
+    as it is, or through int or bool (plugin_utils/step_args.py's HEALTH_REPORT_THROUGH, which
+    roles/health_gate/tasks/gate_report.yml's health_report call takes through the step_args lookup)."""
+    with open(os.path.join(ROOT, "roles", "health_gate", "tasks", "gate_report.yml")) as fh:
+        (call,) = [t for t in yaml.safe_load(fh) if "raygate.cluster.health_report" in t.get("module_defaults", {})]
+    value = call["module_defaults"]["raygate.cluster.health_report"]
     assert "'health_report'" in value, value
     return {option: variable for option, (variable, _convert) in step_args.HEALTH_REPORT_THROUGH.items()}
 

@@ -208,13 +208,13 @@ def judge_node(node, fail_on_warn=False):
 
 
 def _head_of(nodes, head):
+    """The head's host; None for a fleet without one (the health gate role alone over nodes that
+    run no Ray): no head given and no node with role head."""
     heads = [n["host"] for n in nodes if n["role"] == "head"]
     if len(heads) > 1:
         raise ValueError("more than one node has role head: %s" % ", ".join(heads))
     if not head:
-        if not heads:
-            raise ValueError("no head: set head or give one node role head")
-        return heads[0]
+        return heads[0] if heads else None
     head = str(head)
     if heads and heads[0] != head:
         raise ValueError("head is %s but node %s has role head" % (head, heads[0]))
@@ -224,7 +224,9 @@ def _head_of(nodes, head):
 def _message(head, head_entry, healthy, total, min_healthy, unhealthy):
     counts = "%d healthy of %d, need %d" % (len(healthy), total, min_healthy)
     problems = []
-    if head_entry is None:
+    if head is None:
+        pass
+    elif head_entry is None:
         problems.append("head %s is not among the nodes (it failed or was unreachable before the gate)" % head)
     elif not head_entry["healthy"]:
         problems.append("head %s is unhealthy (%s)" % (head, "; ".join(head_entry["reasons"]) or "no reason given"))
@@ -232,7 +234,9 @@ def _message(head, head_entry, healthy, total, min_healthy, unhealthy):
         problems.append(counts)
     if problems:
         return "health gate failed: " + "; ".join(problems)
-    message = "health gate passed: %s; head %s is healthy" % (counts, head)
+    message = "health gate passed: %s" % counts
+    if head is not None:
+        message += "; head %s is healthy" % head
     if unhealthy:
         message += "; left out: %s" % ", ".join(unhealthy)
     return message
@@ -295,7 +299,7 @@ def _left_out(entries, head, head_entry, min_healthy, state):
         # Suspect a common cause: leave nobody out, and stop.
         healthy, unhealthy = [e["host"] for e in entries], {}
         message = breaker.message(state)
-        if not (head_entry and head_entry["healthy"]):
+        if head is not None and not (head_entry and head_entry["healthy"]):
             # The run stops for the breaker; say too that the head itself failed.
             reasons = "; ".join(head_entry["reasons"]) if head_entry else "not in the report"
             message += "; head %s is unhealthy (%s)" % (head, reasons or "no reason given")
@@ -332,7 +336,8 @@ def build_report(
 ):
     """The whole report (the content of report.json) for the gate's input.
 
-    ``head`` defaults to the node with role head; a head missing from ``nodes`` is unhealthy.
+    ``head`` defaults to the node with role head; a head missing from ``nodes`` is unhealthy. With
+    neither (a fleet without a head), ``head`` is None and ``head_healthy`` true.
     ``checked_at`` is a Unix time in seconds; ``run_id`` defaults to ``default_run_id(checked_at)``.
     ``fleet_drift`` (warn, fail, off) is the status of a node whose fingerprint differs from
     ``fleet_expect`` or the fleet's majority (``fleet.py``); ``breaker_threshold`` (percent, 0 off)
@@ -354,7 +359,8 @@ def build_report(
     head = _head_of(entries, head)
     # A head missing from the nodes left the play before the gate: unhealthy, not a bad argument.
     head_entry = ([e for e in entries if e["host"] == head] or [None])[0]
-    head_healthy = bool(head_entry and head_entry["healthy"])
+    # No head (a fleet without Ray): nothing to judge it by, so it does not fail the gate.
+    head_healthy = head is None or bool(head_entry and head_entry["healthy"])
     state = breaker.judge(entries, breaker_threshold, breaker_min_nodes, fingerprints)
     healthy, unhealthy, message = _left_out(entries, head, head_entry, min_healthy, state)
     valid_until = checked_at + valid_for

@@ -112,7 +112,7 @@ def render_markdown(report):
         "- %s" % md_escape(report["message"]),
         "- checked at %s, valid until %s" % (report["checked_at"], report["valid_until"]),
         "- head: %s; min_healthy: %d; fail_on_warn: %s"
-        % (md_escape(report["head"]), report["min_healthy"], str(report["fail_on_warn"]).lower()),
+        % (md_escape(report["head"] or "none"), report["min_healthy"], str(report["fail_on_warn"]).lower()),
     ]
     if report.get("slices"):
         merged = ", ".join("%s (%d nodes)" % (md_escape(x["run_id"]), x["nodes"]) for x in report["slices"])

@@ -13,10 +13,15 @@ ROLE = os.path.join(ROLES, "_common")
 
 def task_file(name):
     """The path of the task file NAME, in whichever of the collection's roles holds it."""
-    found = [os.path.join(ROLES, r, "tasks", name) for r in sorted(os.listdir(ROLES))
-             if os.path.exists(os.path.join(ROLES, r, "tasks", name))]
+    found = [
+        os.path.join(ROLES, r, "tasks", name)
+        for r in sorted(os.listdir(ROLES))
+        if os.path.exists(os.path.join(ROLES, r, "tasks", name))
+    ]
     assert len(found) == 1, "task file %s: %s" % (name, found or "in no role")
     return found[0]
+
+
 COLLECTIONS = os.path.join(ROOT, ".build", "collections")
 PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 

@@ -86,7 +86,7 @@ def test_every_entry_point_a_playbook_imports_has_a_spec():
 
 def test_the_reach_follows_imports_across_roles_and_derived_variables():
     # gate.yml imports gate_report.yml and gate_verdict.yml (which includes slurm.yml); the node checks
-    # take their options from raygate_gpu_health_args, which names raygate_health_kernel_deny.
+    # take their options from the step_args lookup's gpu_health step, which reads raygate_health_kernel_deny.
     files = entry_specs.task_files("gate.yml", "health_gate")
     assert {
         ("health_gate", "gate_report.yml"),

@@ -58,11 +58,11 @@ PROBE = [
             "own": {
                 "node": "{{ raygate_node_args }}",
                 "fw": "{{ raygate_firewall_args }}",
-                "store": "{{ raygate_gcs_store_host }}",
-                "endpoint": "{{ raygate_gcs_redis_endpoint }}",
-                "managed": "{{ raygate_gcs_managed | bool }}",
-                "password_needed": "{{ raygate_gcs_password_needed | bool }}",
-                "conf": "{{ lookup('ansible.builtin.template', 'redis.conf.j2') if raygate_gcs_managed else '' }}",
+                "store": "{{ raygate_gcs.store_host }}",
+                "endpoint": "{{ raygate_gcs.endpoint }}",
+                "managed": "{{ raygate_gcs.managed | bool }}",
+                "password_needed": "{{ raygate_gcs.password_needed | bool }}",
+                "conf": "{{ lookup('ansible.builtin.template', 'redis.conf.j2') if raygate_gcs.managed else '' }}",
                 "unit": "{{ lookup('ansible.builtin.template', 'raygate-redis.service.j2') }}",
             }
         },

@@ -1,7 +1,7 @@
 """The role's derived variables, templated by ansible-playbook itself (local connection, no node touched).
 
 A throw-away role links the real defaults/ and vars/; its tasks only record values with set_fact.
-Checks: raygate_dashboard_url comes from the port plan filter (the head's address, this host's
+Checks: raygate_dashboard.url comes from the port plan filter (the head's address, this host's
 plan); firewall_member.yml gives a member outside the run the same options as its own run would.
 """
 
@@ -17,6 +17,10 @@ from ansible_collections.raygate.cluster.plugins.module_utils.net import port_pl
 
 with open(task_file("node.yml")) as _fh:
     NODE_CALL_ARGS = yaml.safe_load(_fh)[0]["raygate.cluster.ray_node"]
+# summary.yml's file_sd targets, as written there (less the JSON it writes them as).
+with open(task_file("summary.yml")) as _fh:
+    (_FILE_SD,) = [t for t in yaml.safe_load(_fh) if "file_sd" in t["name"]]
+    FILE_SD_TARGETS = _FILE_SD["ansible.builtin.copy"]["content"].replace("| to_nice_json ", "")
 
 INVENTORY = {
     "all": {
@@ -129,11 +133,11 @@ def probe(tmp_path_factory, cluster):
                 "own": {
                     "node": "{{ raygate_node_args }}",
                     "labels_off": "{{ labels_off }}",
-                    "url": "{{ raygate_dashboard_url }}",
-                    "api_url": "{{ raygate_dashboard_api_url }}",
+                    "url": "{{ raygate_dashboard.url }}",
+                    "api_url": "{{ raygate_dashboard.api_url }}",
                     "plan": "{{ raygate_plan }}",
                     "fw": "{{ raygate_firewall_args }}",
-                    "targets": "{{ raygate_prometheus_targets }}",
+                    "targets": FILE_SD_TARGETS.strip(),
                     "cluster": "{{ raygate_prometheus_cluster }}",
                     # node.yml's own arguments, as written there (secrets only where needed).
                     "call": NODE_CALL_ARGS,

@@ -118,7 +118,6 @@ def test_a_second_run_replaces_the_files(tmp_path):
         ({"nodes": [{"host": "a", "role": "head"}], "min_healthy": "many"}, "min_healthy"),
         ({"nodes": [{"host": "a", "role": "head"}], "min_healthy": 0}, "min_healthy"),
         ({"nodes": [{"host": "a", "role": "head"}], "run_id": "../x"}, "run_id"),
-        ({"nodes": [{"host": "a", "role": "worker"}]}, "no head"),
         (
             {
                 "nodes": [
@@ -420,10 +419,19 @@ def test_hosts_a_host_without_the_gates_facts_fails_the_task(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_hosts_without_a_head_judge_the_fleet_alone(tmp_path):
+    """The health_gate role alone over nodes that run no Ray gives no head (raygate_head_host '')."""
+    hostvars = {"node1": gate_vars("10.0.0.1"), "node2": gate_vars("10.0.0.2")}
+    result = run_action_with_hostvars(hosts_args(tmp_path, ["node1", "node2"], head="", head_address=""), hostvars)
+    assert (result["head_healthy"], result["ok"]) == (True, True), result["message"]
+    assert sorted(result["healthy"]) == ["node1", "node2"] and "head" not in result["message"]
+    assert {n["role"] for n in saved_nodes(tmp_path).values()} == {"worker"}
+
+
 @pytest.mark.parametrize(
     "args, match",
     [
-        ({"hosts": ["node1"]}, "head"),
+        ({"hosts": ["node1"], "answers": None}, "answers"),
         ({"hosts": ["node1"], "head": "node1", "nodes": [{"host": "node1", "role": "head"}]}, "mutually exclusive"),
         ({"head": "node1"}, "one of the following is required: nodes, hosts"),
     ],

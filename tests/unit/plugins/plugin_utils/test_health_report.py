@@ -177,10 +177,19 @@ def test_head_defaults_to_the_head_role_and_must_agree():
     assert report([node("a"), node("b")], head="a")["head"] == "a"
     with pytest.raises(ValueError, match="node b has role head"):
         report([node("a"), node("b", "head")], head="a")
-    with pytest.raises(ValueError, match="no head"):
-        report([node("a"), node("b")])
     with pytest.raises(ValueError, match="more than one node has role head"):
         report([node("a", "head"), node("b", "head")])
+
+
+def test_a_fleet_without_a_head_is_judged_by_its_nodes_alone():
+    """The health_gate role alone over nodes that run no Ray: no head, none to fail the gate."""
+    bad = node("b", "worker", [check("xid", "fail", "Xid 79")])
+    r = report([node("a"), bad, node("c")], min_healthy=2)
+    assert (r["head"], r["head_healthy"], r["ok"]) == (None, True, True)
+    assert r["healthy"] == ["a", "c"] and list(r["unhealthy"]) == ["b"]
+    assert "head" not in r["message"] and r["message"].startswith("health gate passed: 2 healthy of 3")
+    short = report([node("a"), bad], min_healthy=2)
+    assert short["ok"] is False and short["message"] == "health gate failed: 1 healthy of 2, need 2"
 
 
 @pytest.mark.parametrize(

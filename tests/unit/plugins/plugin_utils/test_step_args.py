@@ -15,7 +15,7 @@ PLAN = pp.build_plan({}, offset=0)
 
 def role_values(**more):
     """defaults/main.yml, templates resolved as a run of h1 (the head of h1, w1, w2) would, plus ``more``."""
-    with open(os.path.join(ROOT, "roles", "raygate", "defaults", "main.yml")) as fh:
+    with open(os.path.join(ROOT, "roles", "_common", "defaults", "main.yml")) as fh:
         values = yaml.safe_load(fh)
     values.update(
         raygate_firewall_boot=True,
@@ -24,20 +24,15 @@ def role_values(**more):
         raygate_tls_dir="/inv/.raygate_tls",
         inventory_hostname="h1",
         groups={"all": ["h1", "w1", "w2"], "ray_head": ["h1"], "ray_workers": ["w1", "w2"]},
-        hostvars={"localhost": {}, "w1": {}, "w2": {}},
+        hostvars={"localhost": {}, "h1": {"ansible_host": "10.0.0.1"}, "w1": {}, "w2": {}},
         raygate_node_role="head",
         raygate_node_address="10.0.0.1",
         raygate_head_address="10.0.0.1",
         raygate_head_host="h1",
         raygate_plan=PLAN,
-        raygate_dashboard_proxy=True,
         raygate_node_tls_needed=False,
         raygate_node_tls_base="/inv/.raygate_tls/nodes/h1",
         raygate_tls_ca_path="/inv/.raygate_tls/ca.crt",
-        raygate_gcs_managed=False,
-        raygate_gcs_store_host="h1",
-        raygate_gcs_store_address="10.0.0.1",
-        raygate_gcs_password_needed=False,
         ansible_run_tags=["all"],
         ansible_skip_tags=[],
         ansible_play_hosts=["h1", "w1", "w2"],
@@ -49,6 +44,10 @@ def role_values(**more):
         _raygate_firewall_host="h1",
     )
     values.update(more)
+    # The derived dicts the steps read, built as the lookup builds them (unless a test gives its own).
+    for name, step in (("raygate_gcs", "gcs"), ("raygate_dashboard", "dashboard")):
+        if name not in more:
+            values[name] = sa.from_dict(step, values)
     return values
 
 
@@ -87,25 +86,63 @@ def test_only_a_start_with_tls_reads_the_controllers_files():
 
 
 def test_redis_options_only_with_redis_and_the_namespace_only_for_a_start():
-    values = role_values(
-        raygate_gcs_ft="redis",
-        raygate_gcs_redis_endpoint="10.0.0.1:6380",
-        raygate_gcs_username="default",
-        _raygate_gcs_redis_tls="True",
-        raygate_gcs_password_needed=True,
-        raygate_gcs_namespace_prefix="raygate-c1",
-    )
+    values = role_values(raygate_gcs_ft="redis", raygate_tls=True, raygate_gcs_namespace_prefix="raygate-c1")
     args = sa.from_dict("ray_node", values, no_read)
     assert (args["redis_address"], args["redis_tls"], args["storage_namespace"]) == (
-        "10.0.0.1:6380",
+        "10.0.0.1:%d" % PLAN["gcs_redis"],
         True,
         "raygate-c1",
     )
+    assert args["redis_username"] == values["raygate_gcs_managed_user"]
     assert isinstance(args["gcs_reconnect_timeout"], int)
-    # Not needed: the namespace (its file) is not read at all.
-    values["raygate_gcs_password_needed"] = False
-    del values["raygate_gcs_namespace_prefix"]
+    # Not needed (a stop): the namespace (its file) is not read at all.
+    values = role_values(raygate_gcs_ft="redis", _raygate_node_state="stopped")
+    assert "raygate_gcs_namespace_prefix" not in values
     assert "storage_namespace" not in sa.from_dict("ray_node", values, no_read)
+
+
+def test_the_gcs_values_of_a_managed_and_an_external_redis():
+    managed = role_values(raygate_gcs_ft="redis", raygate_tls=False)["raygate_gcs"]
+    assert managed["managed"] and (managed["store_host"], managed["redis_tls"]) == ("h1", False)
+    assert managed["conf"].endswith("/redis.conf") and managed["unit_file"].startswith("/etc/systemd/system/")
+    # The first host of the store group, by its own address; IPv6 in brackets.
+    store = role_values(
+        raygate_gcs_ft="redis",
+        groups={"ray_gcs_store": ["w1"], "ray_head": ["h1"]},
+        hostvars={"localhost": {}, "w1": {"ansible_host": "fd00::2"}},
+    )["raygate_gcs"]
+    assert (store["store_host"], store["endpoint"]) == ("w1", "[fd00::2]:%d" % PLAN["gcs_redis"])
+    external = role_values(raygate_gcs_ft="redis", raygate_gcs_redis_address="rediss://r.example:6379")["raygate_gcs"]
+    assert (external["managed"], external["endpoint"], external["redis_tls"]) == (
+        False,
+        "rediss://r.example:6379",
+        True,
+    )
+    assert external["username"] == role_values()["raygate_gcs_redis_username"]
+    # A worker never needs the password, nor a head that does not start.
+    worker = role_values(raygate_gcs_ft="redis", raygate_node_role="worker")["raygate_gcs"]
+    assert worker["password_needed"] is False and managed["password_needed"] is True
+
+
+def test_the_dashboard_behind_the_proxy_and_without_it():
+    proxied = role_values(raygate_dashboard_https=True, raygate_tls=True)["raygate_dashboard"]
+    port = PLAN["dashboard"]
+    assert proxied == {"proxy": True, "url": "https://10.0.0.1:%d" % port, "api_url": "http://127.0.0.1:%d" % port}
+    plain = role_values(raygate_dashboard_https=True, raygate_tls=False, raygate_dashboard_tls_cert="")
+    assert plain["raygate_dashboard"] == {
+        "proxy": False,
+        "url": "http://10.0.0.1:%d" % port,
+        "api_url": "http://10.0.0.1:%d" % port,
+    }
+
+
+def test_the_removal_names_each_host_once_with_its_validated_address():
+    nodes = [{"name": "w1", "ip": "10.0.0.2"}, {"name": "w2", "ip": "10.0.0.3"}]
+    values = role_values(
+        raygate_remove=" w2, ,w1,w2", hostvars={"localhost": {"raygate_validated": {"cluster": {"nodes": nodes}}}}
+    )
+    assert sa.from_dict("removal", values) == {"hosts": ["w2", "w1"], "addresses": ["10.0.0.2", "10.0.0.3"]}
+    assert sa.from_dict("removal", role_values(raygate_remove=["w1"])) == {"hosts": ["w1"], "addresses": []}
 
 
 REPORT = {"checked_at": 1785283200, "healthy": ["h1"], "unhealthy": {"w3": ["xid"]}}
@@ -151,9 +188,10 @@ def test_firewall_of_this_host_and_of_a_member_outside_the_run():
 
 
 def test_the_managed_redis_port_is_opened_on_its_host_to_the_head_only():
-    fw = sa.from_dict("ray_firewall", role_values(raygate_gcs_managed=True))
+    fw = sa.from_dict("ray_firewall", role_values(raygate_gcs_ft="redis"))
     assert (fw["gcs_store"], fw["gcs_store_sources"]) == (True, ["10.0.0.1"])
-    fw = sa.from_dict("ray_firewall", role_values(raygate_gcs_managed=True, raygate_gcs_store_host="w1"))
+    groups = {"ray_gcs_store": ["w1"], "ray_head": ["h1"]}
+    fw = sa.from_dict("ray_firewall", role_values(raygate_gcs_ft="redis", groups=groups))
     assert (fw["gcs_store"], fw["gcs_store_sources"]) == (False, [])
 
 
@@ -206,7 +244,7 @@ def test_health_report_names_the_hosts_that_left():
 
 def test_watch_settings_carry_the_redis_only_on_the_head_of_a_managed_one():
     assert sa.from_dict("watch_settings", role_values())["redis"] is None
-    settings = sa.from_dict("watch_settings", role_values(raygate_gcs_managed=True))
+    settings = sa.from_dict("watch_settings", role_values(raygate_gcs_ft="redis"))
     assert settings["redis"] == {"host": "10.0.0.1", "port": PLAN["gcs_redis"]}
     assert settings["slurm_node"] == "h1" and settings["env_files"][0] == "/etc/raygate/ray.env"
 

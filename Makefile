@@ -17,6 +17,8 @@ SANDBOX_NODES ?= 3
 COLLECTIONS := .build/collections
 COLLECTION_LINK := $(COLLECTIONS)/ansible_collections/raygate/cluster
 MODULES := ray_install ray_node ray_cluster_info validate_inventory cluster_tls nccl_env ray_firewall gpu_health nccl_test health_report node_steps gate_node_checks node_watch run_summary slurm_gate gcs_redis cluster_lock
+# The roles with an argument spec (every role but _common): ansible-doc renders each.
+ROLES := raygate ray_install ray_node nccl_env firewall health_gate watcher dashboard_proxy gcs_store
 FILTERS := port_plan plan_ports version_mismatch_table version_mismatch_hosts gate_pairs gate_decision health_labels step_result ray_member prometheus_file_sd
 APT_PACKAGES := python3-venv openssh-server openssh-client tini nftables iproute2 util-linux procps psmisc rsync curl systemd ufw tcpdump \
   slurmctld slurmd slurm-client munge redis-server nginx prometheus prometheus-node-exporter
@@ -131,6 +133,7 @@ lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog
 	for f in $(FILTERS); do $(BIN)/ansible-doc -t filter raygate.cluster.$$f >/dev/null; done
 	$(BIN)/ansible-doc -t inventory raygate.cluster.slurm >/dev/null
 	$(BIN)/ansible-doc -t lookup raygate.cluster.step_args >/dev/null
+	for r in $(ROLES); do $(BIN)/ansible-doc -t role raygate.cluster.$$r >/dev/null; done
 
 .PHONY: sanity
 sanity: bootstrap  ## ansible-test sanity on a copy laid out as ansible_collections/raygate/cluster

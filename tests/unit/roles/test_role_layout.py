@@ -134,3 +134,10 @@ def test_at_most_30_jinja_expressions_in_all_roles_vars():
             with open(os.path.join(folder, name)) as fh:
                 count += fh.read().count("{{")
     assert count <= 30, "%d Jinja expressions in roles' vars/: move the logic into Python (filters, lookups)" % count
+
+
+def test_lint_renders_the_documentation_of_every_role():
+    """make lint runs ansible-doc -t role for each name in the Makefile's ROLES: every role but _common."""
+    with open(os.path.join(ROLES, "..", "Makefile")) as fh:
+        (line,) = [x for x in fh if x.startswith("ROLES := ")]
+    assert sorted(line.split(":=")[1].split()) == [r for r in roles() if r != COMMON]

@@ -34,17 +34,16 @@ help:  ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 # ---- bootstrap ---------------------------------------------------------------------------
+# $(call apt_install,PACKAGES,APT-GET FLAGS): a shell command installing those of PACKAGES not installed yet.
+apt_install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) $$missing >/dev/null; \
+	fi
+
 .build/apt.stamp:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages: $$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
-	@missing=$$(for p in $(APT_PACKAGES_NO_RECOMMENDS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages: $$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@$(call apt_install,$(APT_PACKAGES))
+	@$(call apt_install,$(APT_PACKAGES_NO_RECOMMENDS),--no-install-recommends)
 	@mkdir -p .build && touch $@
 
 $(BIN)/.stamp: requirements-dev.txt .build/apt.stamp
@@ -275,6 +274,26 @@ compat-all: compat compat-next  ## the units on every claimed ansible-core minor
 
 .PHONY: test
 test: checks integration  ## everything CI runs
+
+# ---- the Ray node image (issue 43; docs/CONTAINERS.md) ------------------------------------
+# Not part of bootstrap or `make test`: its packages are installed by this stamp alone, for `make image`.
+IMAGE_APT_PACKAGES := podman buildah skopeo runc docker-registry
+IMAGE_OUT := .build/image
+
+# Installing docker-registry on a systemd host starts Debian's registry on :5000 on every address;
+# raygate runs its own on 127.0.0.1, so one this stamp installed is stopped and disabled.
+.build/image-apt.stamp: .build/apt.stamp
+	@fresh=$$(dpkg-query -W -f='$${Status}' docker-registry 2>/dev/null | grep -q 'ok installed' || echo yes); \
+	$(call apt_install,$(IMAGE_APT_PACKAGES)); \
+	if [ -n "$$fresh" ] && [ -d /run/systemd/system ]; then \
+	  echo "disabling Debian's docker-registry service (:5000, every address)"; \
+	  systemctl disable --now docker-registry >/dev/null 2>&1 || true; \
+	fi
+	@touch $@
+
+.PHONY: image
+image: .build/image-apt.stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp  ## the Ray node image, offline: OCI archive, push to the registry on 127.0.0.1:5050, digest in .build/image (root)
+	RAY_VERSION=$(RAY_VERSION) WHEELHOUSE=$(WHEELHOUSE) RAYGATE_IMAGE_OUT=$(CURDIR)/$(IMAGE_OUT) tools/image/build.sh build
 
 .PHONY: clean
 clean:  ## remove build outputs (not the venv or the wheelhouse)

@@ -295,6 +295,12 @@ IMAGE_OUT := .build/image
 image: .build/image-apt.stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION).stamp  ## the Ray node image, offline: OCI archive, push to the registry on 127.0.0.1:5050, digest in .build/image (root)
 	RAY_VERSION=$(RAY_VERSION) WHEELHOUSE=$(WHEELHOUSE) RAYGATE_IMAGE_OUT=$(CURDIR)/$(IMAGE_OUT) tools/image/build.sh build
 
+# tests/image: skipped, loudly, when `make image` has not run. Not in `make test`.
+.PHONY: image-check
+image-check: bootstrap  ## the built image: registry digest, archive checksum, Ray's version as a non-root user (root)
+	if [ -f $(IMAGE_OUT)/ray-$(RAY_VERSION).digest ]; then tools/image/build.sh registry start; fi
+	RAYGATE_RAY_VERSION=$(RAY_VERSION) RAYGATE_IMAGE_OUT=$(CURDIR)/$(IMAGE_OUT) $(BIN)/pytest -q -p no:cacheprovider tests/image
+
 .PHONY: clean
 clean:  ## remove build outputs (not the venv or the wheelhouse)
 	rm -rf .build tests/output

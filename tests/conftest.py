@@ -60,18 +60,20 @@ SHARED_SAMPLES = os.path.join(ROOT, "..", "shared", "samples")
 def pytest_terminal_summary(terminalreporter):
     """Say loudly, at the end of every run, what was not tested: sandbox and suite tests skipped
     (not root, no tini, no venv: a plain `pytest tests` as a user), and the real public outputs
-    when ../shared/samples is missing."""
-    skipped = _skipped_without_sandbox(terminalreporter)
-    if skipped:
-        total = sum(skipped.values())
-        terminalreporter.write_sep("!", "%d SANDBOX AND SUITE TESTS WERE SKIPPED" % total, red=True, bold=True)
-        for reason, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
-            terminalreporter.write_line("%5d skipped: %s" % (count, reason), red=True)
-        terminalreporter.write_line(
-            "They were not tested. Run them as root after `make bootstrap` (make integration), or select "
-            "the tests that need no sandbox: pytest -m unit.",
-            red=True,
-        )
+    when ../shared/samples is missing; the image tests skipped (no `make image` yet)."""
+    _say_skipped(
+        terminalreporter,
+        _skipped(terminalreporter, ("sandbox", "suite")),
+        "SANDBOX AND SUITE TESTS WERE SKIPPED",
+        "They were not tested. Run them as root after `make bootstrap` (make integration), or select "
+        "the tests that need no sandbox: pytest -m unit.",
+    )
+    _say_skipped(
+        terminalreporter,
+        _skipped(terminalreporter, ("image",)),
+        "IMAGE TESTS WERE SKIPPED",
+        "The Ray node image was not checked. Build it as root (make image), then run make image-check.",
+    )
     if os.path.isdir(SHARED_SAMPLES):
         return
     terminalreporter.write_sep("!", "../shared/samples IS MISSING", red=True, bold=True)
@@ -83,17 +85,20 @@ def pytest_terminal_summary(terminalreporter):
     )
 
 
-# ---- targets: every test is unit, sandbox or suite, by its path (pytest.ini registers them) ----
+# ---- targets: every test is unit, sandbox, suite or image, by its path (pytest.ini registers them) ----
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # tests/sandbox files that need no sandbox: they run the simulators on this host, as any user.
 SANDBOX_FREE = {"test_sim_gpu.py"}
 
 
 def target_of(path):
-    """'unit', 'sandbox' or 'suite' for a test file (a path under tests/), else None."""
+    """'unit', 'sandbox', 'suite' or 'image' for a test file (a path under tests/), else None."""
     parts = os.path.relpath(str(path), TESTS).split(os.sep)
     if parts[0] == "unit":
         return "unit"
+    if parts[0] == "image":
+        # The image `make image` built (make image-check); not in make test.
+        return "image"
     if parts[0] == "sandbox" and len(parts) == 2:
         return "unit" if parts[1] in SANDBOX_FREE else "sandbox"
     if parts[0] == "integration":
@@ -107,17 +112,26 @@ def pytest_collection_modifyitems(config, items):
         target = target_of(item.path)
         if target is None:
             raise pytest.UsageError(
-                "%s is in no test target: put it under tests/unit, tests/sandbox or tests/integration "
+                "%s is in no test target: put it under tests/unit, tests/sandbox, tests/integration or tests/image "
                 "(tests/conftest.py, target_of)" % item.path
             )
         item.add_marker(getattr(pytest.mark, target))
 
 
-def _skipped_without_sandbox(terminalreporter):
-    """{reason: count} of the sandbox and suite tests this run skipped."""
+def _say_skipped(terminalreporter, skipped, title, advice):
+    if not skipped:
+        return
+    terminalreporter.write_sep("!", "%d %s" % (sum(skipped.values()), title), red=True, bold=True)
+    for reason, count in sorted(skipped.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line("%5d skipped: %s" % (count, reason), red=True)
+    terminalreporter.write_line(advice, red=True)
+
+
+def _skipped(terminalreporter, targets):
+    """{reason: count} of the tests of ``targets`` (markers) this run skipped."""
     reasons = {}
     for report in terminalreporter.stats.get("skipped", []):
-        if not ("sandbox" in report.keywords or "suite" in report.keywords):
+        if not any(target in report.keywords for target in targets):
             continue
         longrepr = report.longrepr
         reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)

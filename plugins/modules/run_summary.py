@@ -18,9 +18,10 @@ description:
   - The result is V(complete) (every node in), V(degraded) (a cluster, or a passed gate, with
     named nodes out), V(no_cluster) (site, scale or upgrade without a working head, or the
     gate's verdict failed), V(gate_failed) (health.yml's verdict failed), V(incomplete)
-    (teardown or remove_node could not finish every node; run it again) or V(failed)
-    (upgrade.yml did not take; the message says whether every node runs the old version again).
-  - The task fails for V(no_cluster), V(gate_failed), V(incomplete) and V(failed), so C(ansible-playbook)
+    (teardown or remove_node could not finish every node; run it again), V(failed)
+    (upgrade.yml did not take; the message says whether every node runs the old version again) or
+    V(busy) (another run held the cluster lock: this run changed nothing; the message names that run).
+  - The task fails for V(no_cluster), V(gate_failed), V(incomplete), V(failed) and V(busy), so C(ansible-playbook)
     exits 2 for those and 0 for V(complete) and V(degraded); the file tells those two apart.
   - This is an action plugin; it runs on the controller only.
 requirements:
@@ -87,7 +88,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 result:
-  description: V(complete), V(degraded), V(no_cluster), V(gate_failed), V(incomplete) or V(failed).
+  description: V(complete), V(degraded), V(no_cluster), V(gate_failed), V(incomplete), V(failed) or V(busy).
   returned: always
   type: str
   sample: degraded
@@ -99,7 +100,7 @@ in:
   sample: [node1, node2]
 out:
   description:
-    - The nodes left out, each with C(status) (V(unreachable), V(failed), V(unhealthy) or V(stopped)),
+    - The nodes left out, each with C(status) (V(unreachable), V(failed), V(unhealthy), V(stopped) or V(busy)),
       C(task) and C(error).
   returned: always
   type: dict

@@ -29,9 +29,10 @@ PLAYBOOKS = {
     "teardown": "cleanup",
     "remove_node": "cleanup",
 }
-OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped")
+# busy: another run held the cluster lock, so this run stopped before changing anything (lock.yml).
+OUT_STATUSES = ("unreachable", "failed", "unhealthy", "stopped", "busy")
 # Exit status: rc 0 unless the result is one of these, which fail the play (rc 2).
-FAILING = ("no_cluster", "gate_failed", "incomplete", "failed")
+FAILING = ("no_cluster", "gate_failed", "incomplete", "failed", "busy")
 
 
 def failure_of(hostvars, answers):
@@ -146,7 +147,8 @@ def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
     Result: ``complete`` (every node in), ``degraded`` (a cluster, named nodes out),
     ``no_cluster`` (site/scale/upgrade without the head), ``gate_failed`` (health.yml's verdict
     failed), ``incomplete`` (teardown/remove_node could not finish every node), ``failed``
-    (upgrade.yml did not take; its message says whether the old version runs again).
+    (upgrade.yml did not take; its message says whether the old version runs again), ``busy``
+    (another run held the cluster lock: this run changed nothing; any playbook).
     """
     if playbook not in PLAYBOOKS:
         raise ValueError("playbook %r is not one of %s" % (playbook, ", ".join(sorted(PLAYBOOKS))))
@@ -158,7 +160,10 @@ def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
             done.append(node["host"])
         else:
             out[node["host"]] = _out_entry(node, probes.get(node["host"]))
-    if kind == "cleanup":
+    busy = [e for e in out.values() if e["status"] == "busy"]
+    if busy:
+        result = "busy"
+    elif kind == "cleanup":
         result = "incomplete" if out else "complete"
     elif gate_message:
         result = "no_cluster" if kind in ("cluster", "upgrade") else "gate_failed"
@@ -175,7 +180,7 @@ def summarize(playbook, nodes, head, probes=None, gate_message=None, now=None):
         "head": head,
         "in": done,
         "out": out,
-        "message": _message(playbook, result, head, done, out, gate_message),
+        "message": _message(playbook, result, head, done, out, busy[0]["error"] if busy else gate_message),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
     }
 
@@ -206,6 +211,9 @@ def _message(playbook, result, head, done, out, gate_message):
         )
     if result == "gate_failed":
         return "%s: %s" % (playbook, gate_message)
+    if result == "busy":
+        # gate_message: the lock's refusal, which names the run that holds it.
+        return "%s: changed nothing: %s" % (playbook, gate_message)
     if result == "failed":
         return "%s: failed: %s" % (playbook, out[head]["error"])
     return "%s: %d of %d nodes in; out: %s" % (playbook, len(done), total, outs)

@@ -376,6 +376,10 @@ def test_a_second_site_run_waits_for_the_first_then_changes_nothing(day2):
         assert re.search(held, flat(out)), out[-3000:]
         assert "changed nothing" in flat(out) and "that run is still going" in flat(out)
         assert raylets() == before
+        # Its own summary says so (the previous run's would otherwise stay in place), naming the holder.
+        summary = run_summary(day2, "site")
+        assert summary["result"] == "busy" and re.search(held, summary["message"]), summary
+        assert {e["status"] for e in summary["out"].values()} == {"busy"}, summary
     except BaseException:
         first.signal(signal.SIGCONT)
         raise

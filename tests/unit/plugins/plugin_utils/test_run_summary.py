@@ -315,3 +315,14 @@ def test_left_on_text_without_a_target_says_the_new_version():
     text = rs.left_on_text({"b": None, "a": "ray-1"}, None)
     assert text.startswith("not upgraded: a on ray-1, b (its version not read: it never answered);")
     assert "brings them to the new version" in text
+
+
+@pytest.mark.parametrize("playbook", sorted(rs.PLAYBOOKS))
+def test_a_run_the_cluster_lock_refused_is_busy_and_fails_naming_the_holder(playbook):
+    """lock.yml: every node leaves with status busy; whatever the playbook, the result says so (rc 2)."""
+    held = "the cluster lock is held by site.yml run by root on ctl1 (pid 42); that run is still going"
+    nodes = [out("n1", "busy", "cluster lock", held, role="head"), out("n2", "busy", "cluster lock", held)]
+    got = rs.summarize(playbook, nodes, "n1", now=0)
+    assert (got["result"], got["failed"]) == ("busy", True)
+    assert got["message"] == "%s: changed nothing: %s" % (playbook, held)
+    assert got["out"]["n2"]["status"] == "busy"

@@ -20,7 +20,7 @@ description:
     gate's verdict failed), V(gate_failed) (health.yml's verdict failed), V(incomplete)
     (teardown or remove_node could not finish every node; run it again), V(failed)
     (upgrade.yml did not take; the message says whether every node runs the old version again) or
-    V(busy) (another run held the cluster lock: this run changed nothing; the message names that run).
+    V(busy) (another run held the cluster lock, so this run changed nothing; the message names that run).
   - The task fails for V(no_cluster), V(gate_failed), V(incomplete), V(failed) and V(busy), so C(ansible-playbook)
     exits 2 for those and 0 for V(complete) and V(degraded); the file tells those two apart.
   - This is an action plugin; it runs on the controller only.

@@ -21,9 +21,9 @@ description:
 options:
   _terms:
     description:
-      - The step's name, one of V(plan), V(ray_install), V(ray_node), V(nccl_env), V(ray_firewall),
-        V(watch_settings), V(watch_common), V(gpu_health), V(nccl_single), V(nccl_pair),
-        V(health_report), V(configure_install), V(configure_env), V(configure_firewall).
+      - The step's name, one of V(plan), V(gcs), V(dashboard), V(removal), V(ray_install), V(ray_node),
+        V(nccl_env), V(ray_firewall), V(watch_query), V(watch_present), V(watch_absent), V(gpu_health),
+        V(nccl_single), V(nccl_pair), V(health_report), V(configure).
     type: list
     elements: str
     required: true
@@ -33,9 +33,9 @@ notes:
 """
 
 EXAMPLES = r"""
-# roles/raygate/vars/main.yml
+# roles/_common/vars/main.yml
 raygate_node_args: "{{ lookup('raygate.cluster.step_args', 'ray_node') }}"
-_raygate_configure_env: "{{ lookup('raygate.cluster.step_args', 'configure_env') }}"
+_raygate_configure: "{{ lookup('raygate.cluster.step_args', 'configure') }}"
 """
 
 RETURN = r"""

@@ -538,15 +538,10 @@ STEPS = {
     "ray_node": node_args,
     "nccl_env": env_args,
     "ray_firewall": firewall_args,
-    "watch_settings": watch_settings,
-    "watch_common": watch_common_args,
     "gpu_health": gpu_health_args,
     "nccl_single": nccl_single_args,
     "nccl_pair": nccl_pair_args,
     "health_report": health_report_args,
-    "configure_install": configure_install,
-    "configure_env": configure_env,
-    "configure_firewall": configure_firewall,
     "configure": configure,
     "dashboard": dashboard,
     "removal": removal,
@@ -672,7 +667,7 @@ READS = {
         "raygate_gcs",
         "raygate_head_address",
     ),  # fmt: skip
-    "watch_settings": (
+    "_watch_settings": (
         "inventory_hostname",
         "raygate_node_role",
         "raygate_plan",
@@ -696,7 +691,7 @@ READS = {
         "raygate_slurm",
         "raygate_slurm_node_name",
     ),  # fmt: skip
-    "watch_common": (
+    "_watch_common": (
         "raygate_supervisor",
         "raygate_node_check_dir",
         "raygate_watch_state_dir",
@@ -744,18 +739,23 @@ READS = {
         "ansible_play_hosts_all",
     )
     + tuple(n for n, _c in HEALTH_REPORT_THROUGH.values()),  # fmt: skip
-    "configure_install": ("_raygate_done", "ansible_run_tags", "ansible_skip_tags"),
-    "configure_env": ("raygate_nccl_manage", "_raygate_done", "ansible_run_tags", "ansible_skip_tags"),
-    "configure_firewall": ("raygate_firewall_manage", "_raygate_done", "ansible_run_tags", "ansible_skip_tags"),
+    "configure": (
+        "raygate_nccl_manage",
+        "raygate_firewall_manage",
+        "_raygate_done",
+        "ansible_run_tags",
+        "ansible_skip_tags",
+    ),  # fmt: skip
 }
+# What the watcher's steps share (inner tables, not steps of their own).
+_WATCH_COMMON, _WATCH_SETTINGS = READS.pop("_watch_common"), READS.pop("_watch_settings")
 READS["dashboard"] = ("raygate_dashboard_https", "raygate_tls", "raygate_dashboard_tls_cert", "raygate_plan",
                       "raygate_head_address")  # fmt: skip
 READS["removal"] = _VALIDATED + ("raygate_remove",)
-READS["configure"] = tuple(sorted(set(READS["configure_env"] + READS["configure_firewall"])))
-READS["watch_query"] = READS["watch_common"]
-READS["watch_present"] = tuple(sorted(set(READS["watch_common"] + READS["watch_settings"])))
-READS["watch_absent"] = READS["watch_common"] + ("raygate_node_check_dir", "raygate_node_check_config",
-                                                 "raygate_node_check_bin", "raygate_node_check")  # fmt: skip
+READS["watch_query"] = _WATCH_COMMON
+READS["watch_present"] = tuple(sorted(set(_WATCH_COMMON + _WATCH_SETTINGS)))
+READS["watch_absent"] = _WATCH_COMMON + ("raygate_node_check_dir", "raygate_node_check_config",
+                                         "raygate_node_check_bin", "raygate_node_check")  # fmt: skip
 
 
 class StepVariables(Mapping):

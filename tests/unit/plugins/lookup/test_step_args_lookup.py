@@ -29,7 +29,8 @@ def test_each_variable_is_templated_in_the_tasks_context():
         "raygate_watch_state_dir": trust("{{ '/var/lib/' ~ 'raygate' }}"),
         "raygate_watch_textfile": "",
     }
-    assert run("watch_common", variables) == {
+    assert run("watch_query", variables) == {
+        "state": "query",
         "supervisor": "systemd",
         "script": "/opt/check/raygate_node_watch.py",
         "state_dir": "/var/lib/raygate",
@@ -40,7 +41,8 @@ def test_each_variable_is_templated_in_the_tasks_context():
 @pytest.mark.parametrize("run_tags,expected", [(["all"], True), (["health"], False)])
 def test_ansibles_own_variables_are_read_as_they_are(run_tags, expected):
     variables = {"ansible_run_tags": run_tags, "ansible_skip_tags": [], "raygate_nccl_manage": trust("{{ 1 == 1 }}")}
-    assert run("configure_env", variables) is expected
+    variables["raygate_firewall_manage"] = False
+    assert run("configure", variables)["env"] is expected
 
 
 def test_an_unknown_step_is_an_ansible_error():

@@ -209,13 +209,15 @@ def test_the_managed_redis_port_is_opened_on_its_host_to_the_head_only():
 )
 def test_configure_selects_each_step_as_its_own_tagged_task_would_be(run, skip, done, expected):
     values = role_values(ansible_run_tags=run, ansible_skip_tags=skip, _raygate_done=done)
-    got = tuple(sa.from_dict("configure_" + s, values) for s in ("install", "env", "firewall"))
+    selected = sa.from_dict("configure", values)
+    got = tuple(selected[s] for s in ("install", "env", "firewall"))
     assert got == expected
 
 
 def test_configure_leaves_an_unmanaged_step_out():
     values = role_values(raygate_nccl_manage=False, raygate_firewall_manage="no")
-    assert (sa.from_dict("configure_env", values), sa.from_dict("configure_firewall", values)) == (False, False)
+    selected = sa.from_dict("configure", values)
+    assert (selected["env"], selected["firewall"]) == (False, False)
 
 
 def test_gate_options_leave_out_the_unset_ones():
@@ -243,8 +245,8 @@ def test_health_report_names_the_hosts_that_left():
 
 
 def test_watch_settings_carry_the_redis_only_on_the_head_of_a_managed_one():
-    assert sa.from_dict("watch_settings", role_values())["redis"] is None
-    settings = sa.from_dict("watch_settings", role_values(raygate_gcs_ft="redis"))
+    assert sa.from_dict("watch_present", role_values())["settings"]["redis"] is None
+    settings = sa.from_dict("watch_present", role_values(raygate_gcs_ft="redis"))["settings"]
     assert settings["redis"] == {"host": "10.0.0.1", "port": PLAN["gcs_redis"]}
     assert settings["slurm_node"] == "h1" and settings["env_files"][0] == "/etc/raygate/ray.env"
 

@@ -387,9 +387,95 @@ options:
         O(gcs_ft) is not V(none). It must cover a head restart (a reboot under systemd).
     type: int
     version_added: 0.5.0
+  runtime:
+    description:
+      - V(venv) runs Ray from the virtualenv O(venv) (M(raygate.cluster.ray_install) made it).
+      - V(container) runs C(ray start --block) in a container of O(image), with the same arguments and
+        environment, on the host's network (and IPC, see O(container_ipc)), as the uid and gids of
+        O(user), which must not be root. The configuration directory is mounted read-only, the session
+        directories read-write at the same paths, the GPUs come through CDI (O(gpu_devices)) and
+        C(/dev/infiniband) when the node has it. Under O(supervisor=process) the engine restarts the
+        container (C(--restart always)); under V(systemd) a unit runs it in the foreground.
+      - The image must already be in the engine's storage (M(raygate.cluster.ray_install) with
+        O(raygate.cluster.ray_install#module:runtime=container) pulls or loads it).
+    type: str
+    choices: [venv, container]
+    default: venv
+    version_added: 0.5.0
+  engine:
+    description: The container engine's command, for O(runtime=container).
+    type: str
+    choices: [podman, docker]
+    default: podman
+    version_added: 0.5.0
+  image:
+    description:
+      - The image to run, for O(runtime=container), pinned by digest (C(registry/name@sha256:...)).
+        M(raygate.cluster.ray_install) judges it; this module runs what it is given.
+    type: str
+    version_added: 0.5.0
+  container_name:
+    description: The node's container.
+    type: str
+    default: raygate-ray
+    version_added: 0.5.0
+  gpu_devices:
+    description:
+      - The CDI devices the container gets, for O(runtime=container). Each must be named by exactly one
+        CDI spec in C(/etc/cdi) or C(/var/run/cdi); where none names it and C(nvidia-ctk) is installed,
+        C(nvidia-ctk cdi generate) writes C(/var/run/cdi/raygate-nvidia.yaml) (removed with
+        O(state=absent)). With neither, the start is refused before anything changes.
+      - Podman before 4.4 ignores specs newer than cdiVersion 0.5.0; such a spec is refused, named.
+      - An empty list for a node without GPUs.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu=all]
+    version_added: 0.5.0
+  container_ulimits:
+    description:
+      - The container's C(--ulimit) values. RDMA needs memlock unlimited; a host whose root may not
+        raise a limit (no CAP_SYS_RESOURCE) needs values within its own.
+    type: list
+    elements: str
+    default: [memlock=-1:-1]
+    version_added: 0.5.0
+  container_run_args:
+    description: More arguments for the engine's C(run), before the image (a site's mounts, its own devices).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.5.0
+  container_ipc:
+    description:
+      - V(host) shares the host's IPC namespace and C(/dev/shm) (sized by the host), as Ray on the host has.
+      - V(private) gives the container its own, with C(--shm-size) the object store's size and a tenth
+        (2 GiB when O(object_store_memory) is unset).
+    type: str
+    choices: [host, private]
+    default: host
+    version_added: 0.5.0
+  container_mounts:
+    description:
+      - Host directories the container gets read-only at the same paths, for O(runtime=container) (the
+        role gives the node watcher's, whose take-out asks the head from inside the container). Each is
+        created when missing.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.5.0
 """
 
 EXAMPLES = r"""
+- name: Start a worker from an image pinned by digest, as the service account
+  raygate.cluster.ray_node:
+    role: worker
+    node_ip: 10.0.0.2
+    head_ip: 10.0.0.1
+    runtime: container
+    image: registry.example.com/ml/ray@sha256:38e1ce550abfdf1b153f1c534f05f1ef72eff09f77ce8631274df90ca59d96dd
+    user: ray
+    num_gpus: 8
+
 - name: Start the head
   raygate.cluster.ray_node:
     role: head
@@ -573,6 +659,12 @@ leftovers:
   returned: when state is stopped or absent
   type: dict
   sample: {processes: [], ports: [], gpu_processes: []}
+  contains:
+    containers:
+      description: The node's container, when O(runtime=container) and the engine still holds it.
+      returned: when runtime is container
+      type: list
+      elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule

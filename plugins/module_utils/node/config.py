@@ -15,6 +15,7 @@ import time
 
 from ansible_collections.raygate.cluster.plugins.module_utils.files import parse_env, read_text, render_env, write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
+from ansible_collections.raygate.cluster.plugins.module_utils.node.container import unit_text as container_unit_text
 from ansible_collections.raygate.cluster.plugins.module_utils.node.unit import kept_hash
 
 
@@ -69,6 +70,13 @@ class NodeConfig:
             "token": token_digest,
             "supervisor": p["supervisor"],
         }
+        if p.get("runtime") == "container":
+            # Only for a container: a venv node keeps the hash it had before.
+            desired["container"] = dict(
+                (key, p[key])
+                for key in ("engine", "image", "container_name", "gpu_devices", "container_ulimits")
+                + ("container_run_args", "container_ipc", "container_mounts")
+            )
         if p["user"] != "root":
             # Only when set: a node that runs as root keeps the hash it had before.
             desired["user"] = p["user"]
@@ -85,13 +93,18 @@ class NodeConfig:
         blob = json.dumps(desired, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def write(self, env, args, digest=None, labels=None, status_keys=()):
-        """Written only when Ray (re)starts: the labels file is then what the running node carries."""
+    def write(self, env, args, digest=None, labels=None, status_keys=(), env_all=None):
+        """Written only when Ray (re)starts: the labels file is then what the running node carries.
+        ``env_all``: the whole environment (env files and ``env``), which a container gets in one file."""
         node = self.node
         changed, diff = write_file(node.env_path, render_env(env, header="Managed by raygate: Ray node environment."))
         node.diff = diff
         node.labels.write(labels, status_keys)
-        if self.p["supervisor"] == "systemd":
+        if node.container.on():
+            node.container.write_env(env if env_all is None else env_all)
+            if self.p["supervisor"] == "systemd":
+                write_file(node.unit_path, container_unit_text(node.container, args, digest))
+        elif self.p["supervisor"] == "systemd":
             env_files = [node.env_path] + list(self.p["env_files"]) + node.gcs.unit_env_files()
             node.unit.write(args, env_files, digest)
 
@@ -127,6 +140,8 @@ class NodeConfig:
             removable += node.proxy.removable()
             if self.p["supervisor"] == "systemd":
                 removable.append(node.unit_path)
+            if node.container.on():
+                removable += node.container.removable()
         return [path for path in removable if os.path.lexists(path)]
 
     def remove_empty_dirs(self):

@@ -42,7 +42,7 @@ class Drain:
             "--deadline-remaining-seconds", str(self.p["drain_timeout"]),
         ]  # fmt: skip
         started = time.monotonic()
-        rc, out, err = node.run(args, env=env, timeout=120)
+        rc, out, err = node.run(node.container.cli(args), env=env, timeout=120)
         if rc != 0:
             text = (err or out).strip()
             if "No such command" in text:

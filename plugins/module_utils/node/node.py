@@ -27,6 +27,7 @@ from ansible_collections.raygate.cluster.plugins.module_utils.node import procs 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import teardown
 from ansible_collections.raygate.cluster.plugins.module_utils.node.auth import AuthToken
 from ansible_collections.raygate.cluster.plugins.module_utils.node.config import NodeConfig
+from ansible_collections.raygate.cluster.plugins.module_utils.node.container import Container
 from ansible_collections.raygate.cluster.plugins.module_utils.node.drain import Drain
 from ansible_collections.raygate.cluster.plugins.module_utils.node.gcs_store import GCS_SECRET_FILE, GcsStore
 from ansible_collections.raygate.cluster.plugins.module_utils.node.labels_file import LabelsFile
@@ -56,6 +57,8 @@ class Node:
         self.state_path = os.path.join(self.p["state_dir"], STATE_FILE)
         # Beside the virtualenv it describes: kept while the venv is, removed with it (purge).
         self.flags_path = os.path.join(os.path.realpath(self.p["venv"]), FLAGS_FILE)
+        if self.p.get("runtime") == "container":  # the image's `ray`; its flags per image, in the state dir
+            self.ray, self.flags_path = "ray", os.path.join(self.p["state_dir"], FLAGS_FILE)
         self.env_path = os.path.join(self.p["config_dir"], "ray.env")
         self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
         self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
@@ -76,6 +79,7 @@ class Node:
         self.run_as = RunAs(self)
         self.tls = TlsFiles(self)
         self.proxy = DashboardProxy(self)
+        self.container = Container(self)
 
     def fail(self, msg, **kwargs):
         self.module.fail_json(msg=msg, **kwargs)
@@ -141,13 +145,13 @@ class Node:
         return labels, status
 
     def check_ready(self):
-        """The checks of what a start needs (GCS store options, Ray installed, the token); True
-        when the token or secret file would change."""
+        """What a start needs (GCS options, Ray or its image, the token); True when a secret file changes."""
         problems = self.gcs.problems()
         if problems:
             self.fail("GCS fault tolerance: " + "; ".join(problems))
-        installed = os.access(self.ray, os.X_OK)
-        if not installed and not self.module.check_mode:
+        if self.container.on():
+            self.container.check(self.module.check_mode)
+        elif not os.access(self.ray, os.X_OK) and not self.module.check_mode:
             self.fail("Ray is not installed at %s; run raygate.cluster.ray_install first" % self.p["venv"])
         self.auth.check_given()
         self.tls.check(self.module.check_mode)
@@ -219,11 +223,11 @@ class Node:
         self.tls.write(check_mode=False)
         self.gcs.make_storage_dir()
         self.run_as.own_runtime_dirs()
-        self.config.write(env, args, digest, node_labels, status_keys)
+        self.config.write(env, args, digest, node_labels, status_keys, env_all)
         # Recorded before the launch: a run interrupted during `ray start` leaves a node whose
         # configuration is known, so the next run judges it instead of refusing a stranger.
         self.config.write_record(digest, None)
-        pid = self.launch(args, env_all)
+        pid = self.launch(args, env_all, digest)
         if self.p["role"] == "head":
             if self.p["head_wait"] == "dashboard":
                 self.wait_head("http://%s:%s" % (self.proxy.bind_address(), plan["dashboard"]))
@@ -233,10 +237,12 @@ class Node:
         result = dict(result, changed=True, new_session=True, pid=pid, command=args, dropped_ports=dropped)
         return self.proxy.follow(plan, result)
 
-    def launch(self, args, env):
+    def launch(self, args, env, digest):
         os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
         if self.p["supervisor"] == "systemd":
             self.unit.start()
+        elif self.container.on():
+            self.container.launch(args, digest)
         else:
             log = os.path.join(self.p["state_dir"], "ray-start.log")
             command = self.gcs.with_password(args)
@@ -245,7 +251,8 @@ class Node:
                 self.fail("ray start failed (rc=%s); its output:\n%s" % (rc, out[-3000:]), rc=rc, command=args)
         ok, raylet, elapsed = wait_for(self._raylet_up, timeout=self.p["start_timeout"], interval=0.5)
         if not ok:
-            self.fail("Ray started but no raylet process appeared within %ss" % self.p["start_timeout"])
+            why = "Ray started but no raylet process appeared within %ss" % self.p["start_timeout"]
+            self.fail(why + self.container.hint())
         return raylet["pid"]
 
     def wait_gcs(self, plan):
@@ -279,11 +286,14 @@ class Node:
     def leftovers(self, plan):
         gpu = ray_procs.gpu_processes(self.runner, self.module.warn)
         ports = pp.find_listeners(sorted(pp.all_ports(plan, self.p["role"])))
-        return {
+        left = {
             "processes": ray_procs.summarize(self.ray_processes()),
             "ports": [pp.describe_listener(port, owners) for port, owners in sorted(ports.items())],
             "gpu_processes": gpu,
         }
+        if self.container.on():
+            left["containers"] = [self.container.name] if self.container.exists() else []
+        return left
 
 
 def check_ports_free(node, plan):
@@ -365,6 +375,15 @@ ARGUMENT_SPEC = dict(
     storage_namespace=dict(type="str"),
     gcs_storage_path=dict(type="path", default="/var/lib/raygate/gcs"),
     gcs_reconnect_timeout=dict(type="int"),
+    runtime=dict(type="str", choices=["venv", "container"], default="venv"),
+    engine=dict(type="str", choices=["podman", "docker"], default="podman"),
+    image=dict(type="str"),
+    container_name=dict(type="str", default="raygate-ray"),
+    gpu_devices=dict(type="list", elements="str", default=["nvidia.com/gpu=all"]),
+    container_ulimits=dict(type="list", elements="str", default=["memlock=-1:-1"]),
+    container_run_args=dict(type="list", elements="str", default=[]),
+    container_ipc=dict(type="str", choices=["host", "private"], default="host"),
+    container_mounts=dict(type="list", elements="path", default=[]),
     **pp.plan_argspec(),
 )
 

@@ -23,7 +23,7 @@ import signal
 
 from ansible_collections.raygate.cluster.plugins.module_utils.files import read_text, write_file
 from ansible_collections.raygate.cluster.plugins.module_utils.node import service_user
-from ansible_collections.raygate.cluster.plugins.module_utils.node.unit import HARDENING, _systemd_quote
+from ansible_collections.raygate.cluster.plugins.module_utils.node.unit import HARDENING, systemd_quote
 from ansible_collections.raygate.cluster.plugins.module_utils.waiter import wait_for, wait_port
 
 CONF_FILE = "dashboard-proxy.conf"
@@ -106,8 +106,8 @@ def render_unit(binary, conf, run_dir, user=None):
         lines += list(HARDENING)
     lines += [
         "RuntimeDirectory=%s" % os.path.basename(run_dir),
-        "ExecStartPre=%s" % " ".join(_systemd_quote(a) for a in start + ["-t", "-q"]),
-        "ExecStart=%s" % " ".join(_systemd_quote(a) for a in start),
+        "ExecStartPre=%s" % " ".join(systemd_quote(a) for a in start + ["-t", "-q"]),
+        "ExecStart=%s" % " ".join(systemd_quote(a) for a in start),
         "ExecReload=/bin/kill -HUP $MAINPID",
         "Restart=always",
         "RestartSec=5",

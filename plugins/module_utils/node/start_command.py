@@ -58,7 +58,10 @@ class StartCommand:
             doc = {}
         if key and doc.get("key") == key and isinstance(doc.get("flags"), list):
             return set(doc["flags"])
-        rc, out, err = self.node.run([ray, "start", "--help"], timeout=120)
+        container = self.node.container
+        rc, out, err = self.node.run(
+            container.help_command() if container.on() else [ray, "start", "--help"], timeout=120
+        )
         if rc != 0:
             self.node.fail("%s start --help failed: %s" % (ray, (err or out).strip()[-1000:]))
         flags = pp.parse_ray_start_help(out)
@@ -70,7 +73,10 @@ class StartCommand:
         return flags
 
     def flags_key(self):
-        """Identifies the installed Ray: the virtualenv's real path and its `ray` script's stat."""
+        """Identifies the installed Ray: the virtualenv's real path and its `ray` script's stat, or the
+        image (pinned by digest) of a container node."""
+        if self.node.container.on():
+            return "image:%s" % self.p["image"]
         try:
             st = os.stat(self.node.ray)
         except OSError:

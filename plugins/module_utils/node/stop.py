@@ -34,6 +34,10 @@ class Stopper:
         procs = self.node.ray_processes() if procs is None else procs
         self.node.proxy.stop()
         self.node.unit.stop()
+        if self.node.container.on():
+            # Before any signal: the engine restarts a container whose Ray it did not stop itself.
+            self.node.container.stop()
+            procs = self.node.ray_processes()
         if procs:
             self.terminate()
         self.kill_leftovers()

@@ -12,6 +12,8 @@ import os
 
 from ansible_collections.raygate.cluster.plugins.module_utils.node import procs as ray_procs
 
+LEFTOVER_KEYS = ("processes", "ports", "gpu_processes", "containers")
+
 
 def stopped(node, purge_files):
     """Take ``node`` (a node.Node) down, and with ``purge_files`` remove its files too; the module's result."""
@@ -23,7 +25,8 @@ def stopped(node, purge_files):
     removable = node.config.removable(purge_files)
     forget = not purge_files and node.p["status_labels"] == {} and bool(node.labels.carried_status())
     proxy = node.proxy.running() if node.proxy.installed() else False
-    changed = bool(procs) or unit_active or proxy or bool(removable) or forget
+    container = node.container.on() and node.container.exists()
+    changed = bool(procs) or unit_active or proxy or container or bool(removable) or forget
     result = {"changed": changed, "stopped": ray_procs.summarize(procs), "removed": removable}
     result["status_labels_forgotten"] = forget
     raylet = ray_procs.find_daemon(procs, "raylet")
@@ -31,11 +34,12 @@ def stopped(node, purge_files):
     result["drained"] = False
     if node.module.check_mode:
         result["drained"] = bool(node.p["drain"] and raylet)
-        return dict(result, leftovers={"processes": [], "ports": [], "gpu_processes": []})
+        keys = LEFTOVER_KEYS if node.container.on() else LEFTOVER_KEYS[:3]
+        return dict(result, leftovers=dict((key, []) for key in keys))
     if node.p["drain"] and raylet:
         result.update(node.drainer.drain(plan, raylet))
         procs = node.ray_processes()
-    if procs or unit_active or proxy:
+    if procs or unit_active or proxy or container:
         node.stopper.stop(procs)
     if forget:
         node.labels.forget_status()

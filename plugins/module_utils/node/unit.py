@@ -80,7 +80,7 @@ def render_unit(role, command, env_files, description=None, config_hash=None, ve
         lines.append("Environment=PATH=%s:%s" % (venv_bin, DEFAULT_PATH))
     lines += ["EnvironmentFile=-%s" % path for path in env_files]
     lines += [
-        "ExecStart=%s" % " ".join(_systemd_quote(a) for a in command + ["--block"]),
+        "ExecStart=%s" % " ".join(systemd_quote(a) for a in command + ["--block"]),
         "KillMode=mixed",
         "SuccessExitStatus=1",
         "Restart=always",
@@ -95,7 +95,7 @@ def render_unit(role, command, env_files, description=None, config_hash=None, ve
     return "\n".join(lines)
 
 
-def _systemd_quote(arg):
+def systemd_quote(arg):
     if arg and all(c.isalnum() or c in "-_=./:,@%+" for c in arg):
         return arg
     return '"%s"' % arg.replace("\\", "\\\\").replace('"', '\\"')
@@ -122,7 +122,10 @@ class Unit:
         return self.p["supervisor"] == "systemd" and os.path.exists(self.node.unit_path)
 
     def supervised_ok(self):
-        """False only when the node runs under systemd and its unit is not active."""
+        """False when the node's supervisor does not hold it: it runs under systemd and its unit is not
+        active, or it runs in a container under the process supervisor and the container does not run."""
+        if self.node.container.on() and self.p["supervisor"] == "process":
+            return self.node.container.running()
         if self.p["supervisor"] != "systemd":
             return True
         rc, out, err = self.node.run(["systemctl", "is-active", self.p["unit_name"]])

@@ -531,7 +531,7 @@ def test_interrupted_start_is_recorded(tmp_path, monkeypatch):
     restartable(monkeypatch)
     monkeypatch.setattr(ray_procs, "ray_processes", lambda **kw: [])
 
-    def killed(self, args, env):
+    def killed(self, args, env, digest):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(node_step.Node, "launch", killed)

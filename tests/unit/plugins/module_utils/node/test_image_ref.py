@@ -1,10 +1,13 @@
-"""Unit tests for image references and archive checksums (plugins/plugin_utils/image_ref.py)."""
+"""Unit tests for image references and archive checksums (plugins/module_utils/node/image_ref.py)."""
 
 import hashlib
+import io
+import tarfile
 
 import pytest
+from oci_layout import blob, image_blobs, write_archive
 
-from ansible_collections.raygate.cluster.plugins.plugin_utils import image_ref as ir
+from ansible_collections.raygate.cluster.plugins.module_utils.node import image_ref as ir
 
 HEX = "38e1ce550abfdf1b153f1c534f05f1ef72eff09f77ce8631274df90ca59d96dd"
 DIGEST = "sha256:" + HEX
@@ -149,3 +152,53 @@ def test_a_missing_archive_is_named(tmp_path):
 def test_a_malformed_checksum_is_refused_before_reading_the_file(checksum, message):
     with pytest.raises(ir.ImageRefError, match=message):
         ir.check_archive_checksum("/nonexistent/archive.tar", checksum)
+
+
+# -- an OCI archive against a digest -----------------------------------------------------------
+
+
+def test_a_whole_oci_archive_holding_the_digest_passes(tmp_path):
+    blobs, digest = image_blobs()
+    write_archive(tmp_path / "a.tar", blobs, [digest])
+    assert ir.check_oci_archive(str(tmp_path / "a.tar"), digest) == digest
+    assert ir.check_oci_archive(str(tmp_path / "a.tar")) is None  # a tag allowed: every named manifest checked
+
+
+def test_an_archive_of_another_image_names_the_digests_it_holds(tmp_path):
+    blobs, digest = image_blobs()
+    other, other_digest = image_blobs(b"another layer")
+    write_archive(tmp_path / "a.tar", other, [other_digest])
+    with pytest.raises(ir.ImageRefError) as err:
+        ir.check_oci_archive(str(tmp_path / "a.tar"), digest)
+    assert "holds %s, not the image's digest %s" % (other_digest, digest) in str(err.value)
+
+
+def test_a_tampered_blob_is_named_with_what_it_hashes_to(tmp_path):
+    blobs, digest = image_blobs()
+    layer_hex = [h for h, data in blobs.items() if data == b"a layer's bytes"][0]
+    write_archive(tmp_path / "a.tar", blobs, [digest], replace={layer_hex: b"a layer's bytez"})
+    with pytest.raises(ir.ImageRefError) as err:
+        ir.check_oci_archive(str(tmp_path / "a.tar"), digest)
+    text = str(err.value)
+    got = blob(b"a layer's bytez")[0]
+    assert "was altered or damaged: blob sha256:%s hashes to %s" % (layer_hex, got) in text
+
+
+def test_a_blob_the_manifest_names_missing_is_found(tmp_path):
+    blobs, digest = image_blobs()
+    layer_hex = [h for h, data in blobs.items() if data == b"a layer's bytes"][0]
+    write_archive(tmp_path / "a.tar", blobs, [digest], drop=[layer_hex])
+    with pytest.raises(ir.ImageRefError) as err:
+        ir.check_oci_archive(str(tmp_path / "a.tar"), digest)
+    assert "lacks the blob sha256:%s that the manifest %s names" % (layer_hex, digest) in str(err.value)
+
+
+def test_a_docker_archive_or_no_tar_at_all_is_refused(tmp_path):
+    with tarfile.open(tmp_path / "docker.tar", "w") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(ir.ImageRefError, match="has no index.json: it is not an OCI archive .*skopeo copy"):
+        ir.check_oci_archive(str(tmp_path / "docker.tar"), DIGEST)
+    (tmp_path / "text").write_text("not a tar\n")
+    with pytest.raises(ir.ImageRefError, match="is not an OCI archive \\(a tar file\\)"):
+        ir.check_oci_archive(str(tmp_path / "text"), DIGEST)

@@ -23,15 +23,19 @@ def _rows(name, infos, level, reference):
 
 
 def version_mismatch_table(infos, level="patch", reference=None):
-    """A table of the hosts' Ray and Python versions when they differ, else ''."""
+    """A table of the hosts' Ray and Python versions (and container images) when they differ, else ''."""
     rows = _rows("version_mismatch_table", infos, level, reference)
     if not rows:
         return ""
-    return "Ray or Python versions differ between nodes; Ray would refuse to join them:\n" + format_table(rows, level)
+    differ = {what for row in rows for what in row["differs"]}
+    heads = ["Ray or Python versions differ between nodes; Ray would refuse to join them"] if differ - {"image"} else []
+    if "image" in differ:
+        heads.append("the nodes' container images differ (their digests): pin one image for every node")
+    return "%s:\n%s" % ("; ".join(heads), format_table(rows, level))
 
 
 def version_mismatch_hosts(infos, level="patch", reference=None):
-    """The hosts whose Ray or Python version differs from the reference's (the table's rows with a
+    """The hosts whose Ray or Python version (or image) differs from the reference's (the table's rows with a
     difference, in its order), else []: the nodes that leave the run, computed once as data."""
     return [row["host"] for row in _rows("version_mismatch_hosts", infos, level, reference) if row["differs"]]
 

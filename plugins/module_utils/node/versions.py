@@ -30,6 +30,8 @@ def mismatches(infos, level="patch", reference=None):
     ``infos``: host -> {'ray': '2.60.0', 'python': '3.11.2'}. The reference is the given
     host (the head) or the first host in sorted order. Returns a list of rows
     ``{'host', 'ray', 'python', 'differs'}`` for every host, empty when all agree.
+    When any info has an ``image`` (the container runtime's digest), every row has one and it is
+    compared too: Ray would join nodes running different images, the cluster would not be uniform.
     """
     if level not in MATCH_LEVELS:
         raise ValueError("python_version_match_level must be one of %s, got %r" % (", ".join(MATCH_LEVELS), level))
@@ -37,6 +39,7 @@ def mismatches(infos, level="patch", reference=None):
         return []
     ref_host = reference if reference in infos else sorted(infos)[0]
     ref = infos[ref_host]
+    images = any("image" in info for info in infos.values())
     rows, bad = [], False
     for host in sorted(infos, key=lambda h: (h != ref_host, h)):
         info = infos[host]
@@ -45,16 +48,22 @@ def mismatches(infos, level="patch", reference=None):
             differs.append("ray")
         if python_key(info.get("python"), level) != python_key(ref.get("python"), level):
             differs.append("python")
+        if images and info.get("image") != ref.get("image"):
+            differs.append("image")
         bad = bad or bool(differs)
-        rows.append({"host": host, "ray": info.get("ray"), "python": info.get("python"), "differs": differs})
+        row = {"host": host, "ray": info.get("ray"), "python": info.get("python"), "differs": differs}
+        if images:
+            row["image"] = info.get("image")
+        rows.append(row)
     return rows if bad else []
 
 
 def format_table(rows, level="patch"):
-    """A fixed-width table of ``mismatches`` rows for the play output."""
-    header = ("host", "ray", "python", "differs from %s" % rows[0]["host"] if rows else "")
-    body = [(r["host"], str(r["ray"]), str(r["python"]), ", ".join(r["differs"]) or "-") for r in rows]
-    widths = [max(len(str(line[i])) for line in [header] + body) for i in range(4)]
+    """A fixed-width table of ``mismatches`` rows for the play output (an ``image`` column when they have one)."""
+    columns = ["host", "ray", "python"] + (["image"] if any("image" in r for r in rows) else [])
+    header = tuple(columns) + ("differs from %s" % rows[0]["host"] if rows else "",)
+    body = [tuple(str(r.get(c)) for c in columns) + (", ".join(r["differs"]) or "-",) for r in rows]
+    widths = [max(len(str(line[i])) for line in [header] + body) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + body]
     note = "Ray compares the Ray version exactly and Python down to the %s level." % level
     return "\n".join(lines + [note])

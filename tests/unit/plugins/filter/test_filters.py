@@ -49,6 +49,19 @@ def test_version_table_empty_when_equal_and_names_the_odd_one():
     assert version_mismatch_table(odd, level="minor", reference="node1") == ""
 
 
+def test_version_table_of_container_nodes_names_the_odd_image():
+    image = {"ray": "2.60.0", "python": "3.11.2", "image": "sha256:" + "a" * 64}
+    infos = {"node1": image, "node2": dict(image, image="sha256:" + "b" * 64)}
+    table = version_mismatch_table(infos, reference="node1")
+    assert table.startswith("the nodes' container images differ (their digests): pin one image for every node:\n")
+    assert "node2  2.60.0  3.11.2  sha256:" + "b" * 64 + "  image" in table
+    assert version_mismatch_hosts(infos, reference="node1") == ["node2"]
+    both = dict(infos, node2=dict(infos["node2"], ray="2.59.0"))
+    assert version_mismatch_table(both, reference="node1").startswith(
+        "Ray or Python versions differ between nodes; Ray would refuse to join them; the nodes' container images differ"
+    )
+
+
 def test_version_hosts_are_the_tables_differing_rows_without_the_head():
     infos = {
         "head": {"ray": "2.60.0", "python": "3.11.2"},

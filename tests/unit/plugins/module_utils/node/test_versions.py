@@ -60,3 +60,42 @@ def test_exact_version_pattern(version, ok):
 def test_python_key():
     assert python_key("3.11.7", "patch") == "3.11.7"
     assert python_key("3.11.7", "minor") == "3.11"
+
+
+IMG_A = "sha256:" + "a" * 64
+IMG_B = "sha256:" + "b" * 64
+
+
+def test_a_node_with_another_image_differs_in_image():
+    infos = {
+        "head": {"ray": "2.60.0", "python": "3.11.2", "image": IMG_A},
+        "n1": {"ray": "2.60.0", "python": "3.11.2", "image": IMG_A},
+        "n2": {"ray": "2.60.0", "python": "3.11.2", "image": IMG_B},
+    }
+    rows = mismatches(infos, reference="head")
+    assert [(r["host"], r["image"], r["differs"]) for r in rows] == [
+        ("head", IMG_A, []),
+        ("n1", IMG_A, []),
+        ("n2", IMG_B, ["image"]),
+    ]
+    assert mismatches(dict(infos, n2=infos["n1"]), reference="head") == []
+
+
+def test_a_node_without_an_image_differs_from_one_with_one():
+    # A virtualenv node among container nodes runs other software, even at the same versions.
+    infos = {"head": {"ray": "2.60.0", "python": "3.11.2", "image": IMG_A}, "n1": {"ray": "2.60.0", "python": "3.11.2"}}
+    rows = mismatches(infos, reference="head")
+    assert rows[1] == {"host": "n1", "ray": "2.60.0", "python": "3.11.2", "image": None, "differs": ["image"]}
+
+
+def test_the_table_has_an_image_column_only_when_an_info_has_an_image():
+    infos = {
+        "node1": {"ray": "2.60.0", "python": "3.11.2", "image": IMG_A},
+        "node2": {"ray": "2.60.0", "python": "3.11.4", "image": IMG_B},
+    }
+    lines = format_table(mismatches(infos, reference="node1"), "patch").splitlines()
+    assert lines[0].split()[:4] == ["host", "ray", "python", "image"]
+    assert lines[1].split() == ["node1", "2.60.0", "3.11.2", IMG_A, "-"]
+    assert lines[2].split() == ["node2", "2.60.0", "3.11.4", IMG_B, "python,", "image"]
+    venv = {h: {k: v for k, v in info.items() if k != "image"} for h, info in infos.items()}
+    assert "image" not in format_table(mismatches(venv, reference="node1")).splitlines()[0]

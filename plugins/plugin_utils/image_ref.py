@@ -8,7 +8,7 @@ where ray_install (a module, which can import only module_utils) uses them on th
 
 from __future__ import annotations
 
-from ansible_collections.raygate.cluster.plugins.module_utils.node.image_ref import (  # noqa: F401
+from ansible_collections.raygate.cluster.plugins.module_utils.node.image_ref import (
     ImageRefError,
     check_archive_checksum,
     check_digest,
@@ -18,3 +18,14 @@ from ansible_collections.raygate.cluster.plugins.module_utils.node.image_ref imp
     parse_checksum,
     parse_image_ref,
 )
+
+__all__ = [
+    "ImageRefError",
+    "check_archive_checksum",
+    "check_digest",
+    "check_image_ref",
+    "file_sha256",
+    "find_digest_hint",
+    "parse_checksum",
+    "parse_image_ref",
+]

@@ -15,7 +15,7 @@ import shutil
 import socket
 
 from ansible_collections.raygate.cluster.plugins.module_utils._runner import CommandError, CommandRunner
-from ansible_collections.raygate.cluster.plugins.module_utils.node import service_user
+from ansible_collections.raygate.cluster.plugins.module_utils.node import image, service_user
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import RAY_VERSION_RE
 
 MARKER = "raygate-install.json"
@@ -320,6 +320,8 @@ def present(module, inst):
         module.fail_json(msg="version is required when state=present (for example 2.60.0)")
     if not RAY_VERSION_RE.match(version):
         module.fail_json(msg="version %r is not an exact Ray release such as 2.60.0" % version)
+    if params["runtime"] == "container":
+        return present_container(module, inst)
     if params["min_free_mb"] < 0:
         module.fail_json(msg="min_free_mb must be 0 (estimate the space needed) or a number of MiB")
     if params["requirements"] and not os.path.isfile(params["requirements"]):
@@ -358,9 +360,18 @@ def present(module, inst):
     )
 
 
-def absent(module, inst):
-    base_dir = module.params["base_dir"]
-    version = module.params["version"]
+def present_container(module, inst):
+    """The image instead of a virtualenv (image.py); the same answer, and the service user as ever."""
+    inst.wanted_service_user()  # a bad name fails before anything changes
+    result = image.ImageStore(module, inst.runner).present()
+    account = inst.service_user_present()
+    changed = result.pop("changed") | bool(account and account.pop("changed"))
+    extra = {"service_user": account} if account else {}
+    module.exit_json(changed=changed, venv=None, current=None, **dict(result, **extra))
+
+
+def remove_venvs(module, base_dir, version):
+    """The virtualenvs of ``version`` (every one when None) and the current link to one removed; their paths."""
     removed = []
     if os.path.isdir(base_dir):
         for name in sorted(os.listdir(base_dir)):
@@ -375,11 +386,25 @@ def absent(module, inst):
         removed.append(link)
         if not module.check_mode:
             os.unlink(link)
+    return removed
+
+
+def absent(module, inst):
+    base_dir = module.params["base_dir"]
+    version = module.params["version"]
+    extra = {}
+    if module.params["runtime"] == "container":
+        extra = image.ImageStore(module, inst.runner).absent()
+        removed, changed = extra.pop("removed"), extra.pop("changed")
+    else:
+        removed = remove_venvs(module, base_dir, version)
+        changed = bool(removed)
     if not version and os.path.isdir(base_dir) and not module.check_mode and not os.listdir(base_dir):
         os.rmdir(base_dir)
     account = inst.service_user_absent() if not version else None
-    extra = {"service_user": account} if account else {}
-    changed = bool(removed) or bool(account and account["removed"])
+    if account:
+        extra["service_user"] = account
+    changed = changed or bool(account and account["removed"])
     module.exit_json(changed=changed, removed=removed, current=current_target(base_dir), **extra)
 
 
@@ -398,8 +423,19 @@ ARGUMENT_SPEC = dict(
     min_free_mb=dict(type="int", default=0),
     service_user=dict(type="str"),
     service_user_groups=dict(type="list", elements="str", default=[]),
+    runtime=dict(type="str", choices=["venv", "container"], default="venv"),
+    engine=dict(type="str", choices=["podman", "docker"], default="podman"),
+    image=dict(type="str"),
+    image_allow_tag=dict(type="bool", default=False),
+    image_archive=dict(type="path"),
+    image_archive_sha256=dict(type="str"),
+    registry_username=dict(type="str"),
+    registry_password=dict(type="str", no_log=True),
+    registry_tls_verify=dict(type="bool", default=True),
+    run_args=dict(type="list", elements="str", default=[]),
 )
 MUTUALLY_EXCLUSIVE = [("wheelhouse", "index_url")]
+REQUIRED_TOGETHER = [("registry_username", "registry_password")]
 
 
 def run(module):

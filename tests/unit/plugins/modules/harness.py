@@ -9,6 +9,8 @@ Optional keys (a case without them runs exactly as before):
   (names not listed are not installed), so a case does not depend on the test machine.
 - ``diff_mode: true``: run the module in diff mode.
 - per command, ``data``: the exact stdin the command must get; ``data_contains``: substrings of it.
+- per command, ``check``: a callable given the command's arguments and keyword arguments while it
+  "runs" (for what exists only then, such as a temporary file the command is pointed at).
 - ``expect_contains``: {dotted.key: [substrings]}: each substring is in that result value.
 - ``warnings_contain``: substrings each found in one of the module's warnings;
   ``no_warnings: true``: the module warned about nothing.
@@ -106,6 +108,8 @@ def run_case(case, main, tmp_path, monkeypatch):
             assert kwargs.get("data") == step["data"], "stdin of command %d differs" % len(ran)
         for needle in step.get("data_contains", []):
             assert needle in (kwargs.get("data") or ""), "stdin of command %d lacks %r" % (len(ran), needle)
+        if "check" in step:
+            step["check"](args, kwargs)
         ran.append(args)
         apply_effect(step.get("effect", {}), names)
         return step.get("rc", 0), step.get("out", ""), step.get("err", "")

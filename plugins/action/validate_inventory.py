@@ -26,6 +26,10 @@ KEYS = (
     "memory",
     "python_version_match_level",
     "user",
+    "runtime",
+    "container_engine",
+    "image",
+    "image_allow_tag",
 )
 
 # Mirrors the options in plugins/modules/validate_inventory.py's DOCUMENTATION (that module file holds

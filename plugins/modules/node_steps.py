@@ -45,6 +45,7 @@ options:
       - The options of M(raygate.cluster.ray_install), validated exactly as that module validates
         them (defaults applied, types coerced; unknown and missing options fail naming the step).
       - Omitted or null, the step does not run.
+      - Must not contain C(registry_password); give it as this module's own option O(registry_password).
     type: dict
   ray_node:
     description:
@@ -100,6 +101,13 @@ options:
     description:
       - The node's TLS private key, passed to the O(ray_node) step as its C(tls_key) option.
         Ignored when O(ray_node) is not given.
+      - A separate option for the reason O(auth_token) is one; never shown in output, logs or diffs.
+    type: str
+    version_added: 0.5.0
+  registry_password:
+    description:
+      - The container registry's password, passed to the O(ray_install) step as its C(registry_password)
+        option. Ignored when O(ray_install) is not given.
       - A separate option for the reason O(auth_token) is one; never shown in output, logs or diffs.
     type: str
     version_added: 0.5.0

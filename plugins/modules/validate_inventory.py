@@ -45,7 +45,10 @@ options:
     description:
       - Values for hosts that do not set the variable, keyed without the C(raygate_) prefix
         (V(ray_version), V(ray_extras), V(auth), V(ports), V(port_offset), V(min_worker_ports),
-        V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level), V(user)).
+        V(num_cpus), V(num_gpus), V(memory), V(python_version_match_level), V(user), V(runtime),
+        V(container_engine), V(image), V(image_allow_tag)).
+      - With V(runtime) V(container), V(image) must be pinned by digest (unless V(image_allow_tag)), and
+        V(user) must not be V(root); every node must have the same V(runtime).
       - V(user) (C(raygate_user)) must be a user name; a cluster that runs Ray as V(root) on some host
         gets one warning naming those hosts (not for O(purpose=gate)).
     type: dict

@@ -16,6 +16,7 @@ import ipaddress
 from ansible_collections.raygate.cluster.plugins.module_utils.net import port_plan as pp
 from ansible_collections.raygate.cluster.plugins.module_utils.node.service_user import NAME_RE as USER_RE
 from ansible_collections.raygate.cluster.plugins.module_utils.node.versions import MATCH_LEVELS, RAY_VERSION_RE
+from ansible_collections.raygate.cluster.plugins.plugin_utils.image_ref import ImageRefError, check_image_ref
 
 AUTH_MIN_VERSION = (2, 52)
 # What the inventory is validated for: a cluster that starts Ray (site.yml, scale, upgrade,
@@ -104,6 +105,41 @@ def check_host(host, v, purpose="cluster"):
             "host %s: raygate_user=%r is not a user name (lower-case letters, digits, _ and -, starting with a "
             "letter or _); name the account Ray runs as, such as ray" % (host, user)
         )
+    return errors + check_runtime(host, v)
+
+
+RUNTIMES = ("venv", "container")
+ENGINES = ("podman", "docker")
+
+
+def check_runtime(host, v):
+    """The container runtime's settings (raygate_runtime: container): a known engine, an image pinned
+    by digest (or a tag explicitly allowed), and never root inside the container."""
+    runtime = v.get("runtime") or "venv"
+    if runtime not in RUNTIMES:
+        return ["host %s: raygate_runtime=%r must be one of %s" % (host, runtime, ", ".join(RUNTIMES))]
+    if runtime != "container":
+        return []
+    errors = []
+    engine = v.get("container_engine") or "podman"
+    if engine not in ENGINES:
+        errors.append("host %s: raygate_container_engine=%r must be one of %s" % (host, engine, ", ".join(ENGINES)))
+    image = v.get("image") or ""
+    if not image:
+        errors.append(
+            "host %s: raygate_runtime is container but raygate_image is not set; give the image pinned by "
+            "digest (registry/name@sha256:...)" % host
+        )
+    else:
+        try:
+            check_image_ref(str(image), allow_tag=bool(v.get("image_allow_tag")))
+        except ImageRefError as exc:
+            errors.append("host %s: %s" % (host, exc))
+    if v.get("user") == "root":
+        errors.append(
+            "host %s: raygate_runtime is container and raygate_user is root: Ray would run as uid 0 in the "
+            "container. Unset raygate_user (default ray) to run it as the service account" % host
+        )
     return errors
 
 
@@ -170,6 +206,7 @@ def validate(head_group, heads, workers, hostvars, pair_partner="", purpose="clu
     _agree("raygate_ray_version", {h: str(hostvars[h].get("ray_version")) for h in members}, errors)
     _agree("the port plan (raygate_ports, raygate_port_offset)", plans, errors)
     _agree("raygate_auth", {h: bool(hostvars[h].get("auth")) for h in members}, errors)
+    _agree("raygate_runtime", {h: str(hostvars[h].get("runtime") or "venv") for h in members}, errors)
     errors += check_pair_partner(pair_partner, list(dict.fromkeys(members)))
     head = heads[0] if len(heads) == 1 else None
     as_root = [h for h in dict.fromkeys(members) if hostvars[h].get("user") == "root"]

@@ -123,7 +123,43 @@ def install_args(v, read=None):
     if v["raygate_user"] != "root":
         args["service_user"] = v["raygate_user"]
     args["service_user_groups"] = v["raygate_user_groups"]
+    if v["raygate_runtime"] == "container":
+        # The registry's password is no part of it: the tasks give it apart, masked (registry_password).
+        args["runtime"] = "container"
+        args["engine"] = v["raygate_container_engine"]
+        args["image"] = v["raygate_image"]
+        args["image_allow_tag"] = as_bool(v["raygate_image_allow_tag"])
+        _put(args, "image_archive", v["raygate_image_archive"])
+        _put(args, "image_archive_sha256", v["raygate_image_archive_sha256"])
+        _put(args, "registry_username", v["raygate_image_registry_username"])
+        args["registry_tls_verify"] = as_bool(v["raygate_image_registry_tls_verify"])
+        args["run_args"] = _container_run_args(v)
     return args
+
+
+def _container_run_args(v):
+    """What every `run` of the engine gets besides the image: the limits, then the site's own."""
+    args = []
+    for limit in v["raygate_container_ulimits"]:
+        args += ["--ulimit", limit]
+    return args + list(v["raygate_container_run_args"])
+
+
+def _node_container_args(v):
+    if v["raygate_runtime"] != "container":
+        return {}
+    # The node watcher asks the head from inside the container: its script and library, at their paths.
+    mounts = [v["raygate_node_check_dir"]] if as_bool(v["raygate_watch"]) else []
+    return {
+        "container_mounts": mounts,
+        "runtime": "container",
+        "engine": v["raygate_container_engine"],
+        "image": v["raygate_image"],
+        "gpu_devices": v["raygate_container_gpus"],
+        "container_ulimits": v["raygate_container_ulimits"],
+        "container_run_args": v["raygate_container_run_args"],
+        "container_ipc": v["raygate_container_ipc"],
+    }
 
 
 def status_labels(v):
@@ -193,6 +229,7 @@ def node_args(v, read):
         args["member"] = v["_raygate_node_member"]
     args["rotate_token"] = as_bool(v["raygate_rotate_token"])
     args.update(_node_gcs_args(v))
+    args.update(_node_container_args(v))
     return args
 
 
@@ -348,6 +385,11 @@ def watch_settings(v, read=None):
         "slurm": v["raygate_slurm"],
         "slurm_node": _opt(v, "raygate_slurm_node_name") or host,
         "redis": redis,
+        "container": (
+            {"engine": v["raygate_container_engine"], "name": "raygate-ray"}
+            if v["raygate_runtime"] == "container"
+            else None
+        ),
     }
 
 
@@ -589,6 +631,16 @@ READS = {
         "_raygate_install_set_current",
         "raygate_user",
         "raygate_user_groups",
+        "raygate_runtime",
+        "raygate_container_engine",
+        "raygate_image",
+        "raygate_image_allow_tag",
+        "raygate_image_archive",
+        "raygate_image_archive_sha256",
+        "raygate_image_registry_username",
+        "raygate_image_registry_tls_verify",
+        "raygate_container_ulimits",
+        "raygate_container_run_args",
     ),  # fmt: skip
     "ray_node": (
         "raygate_node_role",
@@ -638,6 +690,15 @@ READS = {
         "raygate_gcs",
         "raygate_gcs_namespace_prefix",
         "raygate_gcs_rocksdb_path",
+        "raygate_runtime",
+        "raygate_container_engine",
+        "raygate_image",
+        "raygate_container_gpus",
+        "raygate_container_ulimits",
+        "raygate_container_run_args",
+        "raygate_container_ipc",
+        "raygate_watch",
+        "raygate_node_check_dir",
         "raygate_gcs_reconnect_timeout",
     ),  # fmt: skip
     "nccl_env": (
@@ -668,6 +729,8 @@ READS = {
         "raygate_head_address",
     ),  # fmt: skip
     "_watch_settings": (
+        "raygate_runtime",
+        "raygate_container_engine",
         "inventory_hostname",
         "raygate_node_role",
         "raygate_plan",

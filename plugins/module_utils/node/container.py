@@ -145,6 +145,9 @@ class Container:
                 "runtime is container and user is root: Ray would run as uid 0 in the container. Set raygate_user "
                 "to the service account (the default, ray)"
             )
+        if check_mode and not self.node.runner.which(p["engine"]):
+            check_gpus(self, check_mode, engine=False)  # the role installs the engine after its preflight
+            return
         self.engine()
         if not check_mode and not self.image_present():
             self.node.fail(
@@ -305,7 +308,7 @@ class Container:
         return paths
 
 
-def check_gpus(box, check_mode):
+def check_gpus(box, check_mode, engine=True):
     """Each of ``gpu_devices`` must resolve to one CDI spec the engine reads; where none has it,
     raygate writes one with `nvidia-ctk cdi generate` (outside check mode); with neither, a refusal
     naming what is missing."""
@@ -344,7 +347,7 @@ def check_gpus(box, check_mode):
                 % (device, len(where), ", ".join(path for path, version in where))
             )
         path, version = where[0]
-        if box.p["engine"] == "podman" and podman_before_44(box):
+        if engine and box.p["engine"] == "podman" and podman_before_44(box):
             parsed = _version_tuple(version or "")
             if parsed is None or parsed > PODMAN_43_CDI_MAX:
                 box.node.fail(

@@ -307,8 +307,16 @@ class ImageStore:
     def present(self):
         """The image in the engine's storage, checked before anything changes; the answer's keys."""
         ref = self.reference()
-        self.require_engine()
         reference, check_mode = ref["reference"], self.module.check_mode
+        if check_mode and not self.find_engine():
+            # The role installs the engine after its read-only preflight: predict the pull or load.
+            if self.params["image_archive"]:
+                self.check_archive(ref)
+            info = {"ray": self.params["version"], "python": None, "image": ref["digest"]}
+            source = "loaded" if self.params["image_archive"] else "pulled"
+            image = {"reference": reference, "digest": ref["digest"], "id": None, "source": source}
+            return {"changed": True, "installed": True, "version_info": info, "image": image}
+        self.require_engine()
         there = self.exists(reference)
         source = "present"
         if not there and self.params["image_archive"]:

@@ -26,8 +26,13 @@ STEPS = {
 ORDER = ["ray_install", "ray_node", "nccl_env", "ray_firewall"]
 # node_watch runs only where order names it (teardown: before the node stops).
 CHOICES = ORDER + ["node_watch"]
-# ray_node's no_log options, given to node_steps at top level so that they are masked.
-SECRETS = ("auth_token", "redis_password", "tls_key")
+# The steps' no_log options, given to node_steps at top level so that they are masked: each with its step.
+SECRETS = {
+    "auth_token": "ray_node",
+    "redis_password": "ray_node",
+    "tls_key": "ray_node",
+    "registry_password": "ray_install",
+}
 
 ARGUMENT_SPEC = dict(
     ray_install=dict(type="dict"),
@@ -39,6 +44,7 @@ ARGUMENT_SPEC = dict(
     auth_token=dict(type="str", no_log=True),
     redis_password=dict(type="str", no_log=True),
     tls_key=dict(type="str", no_log=True),
+    registry_password=dict(type="str", no_log=True),
     continue_on_failure=dict(type="bool", default=False),
 )
 
@@ -50,19 +56,19 @@ def input_problems(params):
     missing = [name for name in CHOICES if params[name] is not None and name not in order]
     if missing:
         problems.append("%s given but not in order (%s)" % (", ".join(missing), ", ".join(order)))
-    for secret in SECRETS:
-        if params["ray_node"] is not None and secret in params["ray_node"]:
+    for secret, step in SECRETS.items():
+        if params[step] is not None and secret in params[step]:
             problems.append(
-                "ray_node must not contain %s: a value nested in ray_node is not masked in the node's log; "
-                "give it as the %s option of node_steps" % (secret, secret)
+                "%s must not contain %s: a value nested in %s is not masked in the node's log; "
+                "give it as the %s option of node_steps" % (step, secret, step, secret)
             )
     return problems
 
 
 def step_args(params, name):
     args = dict(params[name])
-    for secret in SECRETS:
-        if name == "ray_node" and params[secret] is not None:
+    for secret, step in SECRETS.items():
+        if name == step and params[secret] is not None:
             args[secret] = params[secret]
     return args
 
@@ -70,8 +76,8 @@ def step_args(params, name):
 def run(module):
     params = module.params
     problems = input_problems(params)
-    for secret in SECRETS:
-        nested = (params["ray_node"] or {}).get(secret)
+    for secret, step in SECRETS.items():
+        nested = (params[step] or {}).get(secret)
         if nested:
             module.no_log_values.add(str(nested))  # too late for the node's log, but not shown in the result
     if problems:

@@ -216,12 +216,18 @@ def ray_env(cfg):
 
 
 def ask_head(cfg, checks):
-    """Run ray-take-out in the Ray virtualenv as the service user; its JSON answer."""
+    """Run ray-take-out in the Ray virtualenv as the service user, or in the node's container (raygate_runtime
+    container: its Ray, its user and environment; this script and its configuration are mounted there at
+    the same paths); its JSON answer."""
     env, account = ray_env(cfg)
-    argv = [os.path.join(cfg["venv"], "bin", "python"), os.path.abspath(__file__), "--config", cfg["path"]]
+    box = cfg.get("container")
     extra = {}
-    if os.geteuid() == 0 and account.pw_uid != 0:
-        extra = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+    if box:
+        argv = [box["engine"], "exec", "-i", box["name"], "python", os.path.abspath(__file__), "--config", cfg["path"]]
+    else:
+        argv = [os.path.join(cfg["venv"], "bin", "python"), os.path.abspath(__file__), "--config", cfg["path"]]
+        if os.geteuid() == 0 and account.pw_uid != 0:
+            extra = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
     proc = subprocess.run(argv + ["ray-take-out"], input=json.dumps({"checks": checks}), capture_output=True,
                           text=True, env=env, timeout=120, check=False, cwd="/", **extra)  # fmt: skip
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -250,8 +256,12 @@ def stop_ray(cfg, deadline):
     end = time.monotonic() + deadline
     while time.monotonic() < end and raylet_started_at() is not None:
         time.sleep(0.5)
+    box = cfg.get("container")
     if cfg["supervisor"] == "systemd":
         cmd = ["systemctl", "stop", cfg["unit"] + ".service"]
+    elif box:
+        # Through the engine: it restarts a container whose Ray stopped by itself, not one it stopped.
+        cmd = [box["engine"], "stop", "--time", "30", box["name"]]
     else:
         cmd = [os.path.join(cfg["venv"], "bin", "ray"), "stop", "--force"]
     env, _account = ray_env(cfg)

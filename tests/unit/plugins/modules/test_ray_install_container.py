@@ -418,3 +418,11 @@ def test_absent_without_an_engine_has_nothing_to_do(tmp_path, monkeypatch):
 def test_absent_of_an_image_not_there_changes_nothing(tmp_path, monkeypatch):
     expect = {"changed": False, "removed": []}
     run_case(case([exists(1)], args={"state": "absent"}, expect=expect), ray_install.main, tmp_path, monkeypatch)
+
+
+def test_check_mode_without_the_engine_predicts_the_pull_the_role_will_do_after_installing_it(tmp_path, monkeypatch):
+    # The role's preflight is read-only: the engine it installs next is not there yet, and that is no refusal.
+    expect = dict(ANSWER, changed=True, installed=True, version_info={"ray": "2.60.0", "python": None, "image": DIGEST})
+    expect["image"] = {"reference": REF, "digest": DIGEST, "id": None, "source": "pulled"}
+    c = case([], which={}, check_mode=True, expect=expect, absent=["{tmp}/opt"])
+    run_case(c, ray_install.main, tmp_path, monkeypatch)

@@ -176,7 +176,13 @@ def test_a_spec_newer_than_podman_43_reads_is_refused(monkeypatch, tmp_path):
 def test_root_and_a_missing_engine_are_refused(monkeypatch, tmp_path):
     with pytest.raises(Failed, match="uid 0 in the container"):
         _check(monkeypatch, tmp_path, Node(user="root"), check_mode=True)
+    _spec(tmp_path, "a.yaml")
     with pytest.raises(Failed, match="container engine podman is not installed on node2"):
+        _check(monkeypatch, tmp_path, Node(Runner(found=())))
+    # In check mode (the role's preflight) the engine may still come: only the GPUs are judged.
+    _check(monkeypatch, tmp_path, Node(Runner(found=())), check_mode=True)
+    (tmp_path / "a.yaml").unlink()
+    with pytest.raises(Failed, match="no GPU device mapping"):
         _check(monkeypatch, tmp_path, Node(Runner(found=())), check_mode=True)
 
 

@@ -184,7 +184,7 @@ compat-next: .build/apt.stamp  ## units on ansible-core 2.20, 2.21 in a Debian 1
 # slowest tests (--durations), where CI's time goes. The markers are set by path in tests/conftest.py.
 SUITE_PYTEST = $(BIN)/pytest -q --durations=8
 .PHONY: integration
-integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate, GCS fault tolerance and node watcher scenarios (root)
+integration: bootstrap wheelhouse image $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $(WHEELHOUSE)/.ray-$(RAY_VERSION)-cp313.stamp  ## sandbox tests, bad input, molecule, day-2, systemd, fault, Slurm, health-gate, GCS fault tolerance, node watcher and container scenarios (root)
 	$(SUITE_PYTEST) -m sandbox tests
 	cd $(CURDIR) && $(BIN)/molecule test --all
 	$(SUITE_PYTEST) tests/integration/day2
@@ -194,6 +194,11 @@ integration: bootstrap wheelhouse $(WHEELHOUSE)/.ray-$(RAY_PREV_VERSION).stamp $
 	$(SUITE_PYTEST) tests/integration/health
 	$(SUITE_PYTEST) tests/integration/gcsft -k 'not TestSystemd'
 	$(SUITE_PYTEST) tests/integration/watch
+	$(SUITE_PYTEST) tests/integration/container
+
+.PHONY: container
+container: bootstrap image  ## Ray from the container image on 3 nodes with Podman: registry and archive, bad input, re-run, restart, teardown (root)
+	$(BIN)/pytest -q tests/integration/container
 
 .PHONY: watch
 watch: bootstrap wheelhouse  ## node watcher on 3 nodes with real Slurm and Prometheus: Xid out within an interval, breaker, back through site.yml (root)
@@ -266,8 +271,8 @@ hardware: bootstrap  ## on a GPU node: gpu_health, nccl-tests, health.yml over t
 # it is the longest (about 10 min), and -j2 then runs the others beside it.
 CI_COMPAT := COMPAT_VERSIONS=2.16 NEXT_CORE_VERSIONS=2.21
 .PHONY: checks
-checks:  ## compat-next, compat (units and sanity on 2.21 and 2.16), artifact and lint, two at a time (what make test runs first)
-	$(MAKE) -j2 -O compat-next compat artifact lint $(CI_COMPAT)
+checks:  ## compat-next, compat (units and sanity on 2.21 and 2.16), artifact, lint and the Ray image, two at a time (what make test runs first)
+	$(MAKE) -j2 -O compat-next compat artifact lint image $(CI_COMPAT)
 
 .PHONY: compat-all
 compat-all: compat compat-next  ## the units on every claimed ansible-core minor: 2.16, 2.17, 2.18 and 2.20, 2.21 (root)
@@ -276,7 +281,8 @@ compat-all: compat compat-next  ## the units on every claimed ansible-core minor
 test: checks integration  ## everything CI runs
 
 # ---- the Ray node image (issue 43; docs/CONTAINERS.md) ------------------------------------
-# Not part of bootstrap or `make test`: its packages are installed by this stamp alone, for `make image`.
+# Not part of bootstrap: its packages are installed by this stamp alone, for `make image`. `make test` builds
+# it in `checks`, beside the units (it waits on I/O more than on a core), for the container suite.
 IMAGE_APT_PACKAGES := podman buildah skopeo runc docker-registry
 IMAGE_OUT := .build/image
 

@@ -73,15 +73,15 @@ def _registry(path, addr, auth=False):
     return proc
 
 
-def _no_ray_image(digest):
-    """An image of the same base without Ray (but with a `python`), pushed to the build's registry;
-    its digest."""
+def _no_ray_image():
+    """An image of the same base (the build's, in its storage) without Ray but with a `python`, pushed
+    to the build's registry; its digest."""
     ctx = os.path.join(IMAGE_STATE, "tmp", "noray")
     os.makedirs(ctx, exist_ok=True)
     with open(os.path.join(ctx, "Containerfile"), "w") as fh:
         fh.write(
-            "FROM 127.0.0.1:5050/raygate/ray@%s\n"
-            "RUN rm -rf /opt/raygate && ln -sf /usr/bin/python3 /usr/local/bin/python\n" % digest
+            "FROM localhost/raygate/ray:%s-bookworm\n"
+            "RUN rm -rf /opt/raygate && ln -sf /usr/bin/python3 /usr/local/bin/python\n" % RAY_VERSION
         )
     storage = [
         "podman", "--root", os.path.join(IMAGE_STATE, "storage"),
@@ -108,7 +108,7 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("container")
     rc, out = run([BUILD, "registry", "start"], timeout=120)
     assert rc == 0, out
-    noray = _no_ray_image(digest)
+    noray = _no_ray_image()
     rc, out = run([SANDBOX, "up", "3"], timeout=300)
     assert rc == 0, out
     registries = [

@@ -16,6 +16,7 @@ image from the archive.
 import os
 import re
 import subprocess
+import warnings
 
 import pytest
 from conftest import ROOT, SANDBOX, Capture, node, recap, run, scratch_inventory, wait_until
@@ -28,9 +29,10 @@ RAY_VERSION = os.environ.get("RAYGATE_RAY_VERSION", "2.60.0")
 BUILD = os.path.join(ROOT, "tools", "image", "build.sh")
 IMAGE_STATE = os.environ.get("RAYGATE_IMAGE_DIR", "/srv/raygate/image")
 # The registry the nodes pull from: the build's registry data, served on the bridge; a second one that
-# asks every client for credentials (docker-registry's "silly" auth: a request without any is refused).
+# takes only the user and password below (htpasswd auth).
 REGISTRY = "198.18.0.1:5051"
 LOCKED_REGISTRY = "198.18.0.1:5052"
+REGISTRY_USER, REGISTRY_PASSWORD = "raygate", "registry-secret-7f3a"
 # This host's root may not raise a limit (no CAP_SYS_RESOURCE): Podman's defaults fail (docs/CONTAINERS.md).
 ULIMITS = "[nofile=20000:20000, nproc=32768:32768]"
 # A site's CDI spec (cdiVersion 0.5.0: Debian 12's Podman 4.3 reads no newer), simulated GPUs.
@@ -56,10 +58,18 @@ def _read(path):
 
 
 def _registry(path, addr, auth=False):
-    """Serve the build's registry data on ``addr`` (docker-registry), until the suite ends."""
+    """Serve the build's registry data on ``addr`` (docker-registry), until the suite ends; with ``auth``,
+    to REGISTRY_USER with REGISTRY_PASSWORD only (a bcrypt htpasswd line, from the C library's crypt)."""
     config = _read(os.path.join(IMAGE_STATE, "registry", "config.yml")).replace("127.0.0.1:5050", addr)
     if auth:
-        config += "\nauth:\n  silly:\n    realm: raygate-test\n    service: raygate-test\n"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt  # pylint: disable=import-outside-toplevel,deprecated-module
+
+            hashed = crypt.crypt(REGISTRY_PASSWORD, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 10))
+        with open(path + ".htpasswd", "w") as fh:
+            fh.write("%s:%s\n" % (REGISTRY_USER, hashed))
+        config += "\nauth:\n  htpasswd:\n    realm: raygate-test\n    path: %s.htpasswd\n" % path
     with open(path, "w") as fh:
         fh.write(config + "\n")
     proc = subprocess.Popen(["docker-registry", "serve", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -118,12 +128,15 @@ def cluster(tmp_path_factory):
     for index in NODES:
         rc, out = node(index, "mkdir -p /etc/cdi && cat > /etc/cdi/site-nvidia.yaml <<'EOF'\n%sEOF" % CDI_SPEC)
         assert rc == 0, out
-    image = "%s/raygate/ray@%s" % (REGISTRY, digest)
+    # From the registry that asks for credentials: the bring-up proves they reach the pull.
+    image = "%s/raygate/ray@%s" % (LOCKED_REGISTRY, digest)
     settings = (
         "raygate_runtime: container\n"
         "raygate_image: %s\n"
         "raygate_image_registry_tls_verify: false\n"
-        "raygate_container_ulimits: %s\n" % (image, ULIMITS)
+        "raygate_image_registry_username: %s\n"
+        "raygate_image_registry_password: %s\n"
+        "raygate_container_ulimits: %s\n" % (image, REGISTRY_USER, REGISTRY_PASSWORD, ULIMITS)
     )
     inv = scratch_inventory(base / "inventory", base, "container", settings=settings)
     state = {"inv": inv, "base": base, "digest": digest, "image": image, "noray": noray}
@@ -190,18 +203,21 @@ def test_a_tag_without_digest_is_refused_naming_the_digest_to_use(cluster):
     out = refused(cluster, "-e", "raygate_image=%s/raygate/ray:2.60.0-bookworm" % REGISTRY)
     assert "raygate_image '%s/raygate/ray:2.60.0-bookworm' names a tag" % REGISTRY in out, out[-3000:]
     assert "skopeo inspect --format '{{.Digest}}' docker://%s/raygate/ray:2.60.0-bookworm" % REGISTRY in out
+    assert not recap(out), "the validation on the controller refuses it: no node is contacted"
 
 
 def test_an_image_the_registry_does_not_have_is_refused(cluster):
-    missing = "%s/raygate/ray@sha256:%s" % (REGISTRY, "0" * 64)
+    missing = "%s/raygate/ray@sha256:%s" % (LOCKED_REGISTRY, "0" * 64)
     out = refused(cluster, "-e", "raygate_image=" + missing)
     assert "has no image" in out and missing in out, out[-3000:]
 
 
-def test_a_registry_that_asks_for_credentials_is_refused(cluster):
-    locked = "%s/raygate/ray@%s" % (LOCKED_REGISTRY, cluster["digest"])
-    out = refused(cluster, "-e", "raygate_image=" + locked)
+def test_a_registry_that_refuses_the_credentials_is_refused(cluster):
+    out = refused(
+        cluster, "-e", "raygate_image_registry_password=not-the-password", "-e", "raygate_image_registry_username=raygate"
+    )
     assert "refused the credentials" in out and LOCKED_REGISTRY in out, out[-3000:]
+    assert "not-the-password" not in out
 
 
 def test_a_missing_archive_is_refused(cluster):
@@ -216,6 +232,7 @@ def test_an_archive_with_another_checksum_is_refused(cluster):
 
 
 def test_an_image_without_ray_is_refused(cluster):
+    # From the open registry (the credentials the inventory gives are not asked for there).
     noray = "%s/raygate/noray@%s" % (REGISTRY, cluster["noray"])
     out = refused(cluster, "-e", "raygate_image=" + noray)
     assert "has no Ray" in out and noray in out, out[-3000:]

@@ -278,6 +278,12 @@ class ImageStore:
             return {"ray": info.get("ray"), "python": info.get("python")}
         self.fail(run_failure(ref, rc, err or out, version))
 
+    def marker_matches(self, ref, image_id):
+        """Whether the versions marker of the image is there and names ``image_id``."""
+        path = self.marker_path(ref, image_id)
+        marker = read_json(path) if path else None
+        return marker is not None and image_id is not None and marker.get("id") == image_id
+
     def versions(self, ref, image_id):
         """The image's versions: from its marker while the image ID matches, else read (and recorded).
         In check mode nothing runs: an unknown Python is None."""
@@ -329,6 +335,9 @@ class ImageStore:
             if not check_mode:
                 self.pull(ref)
         image_id = self.image_id(reference) if there or not check_mode else None
+        # An image whose versions were never read here (no marker) still needs the install's read: a
+        # check-mode answer of "nothing to do" would skip it, and the start would be the first to run it.
+        unread = there and not self.marker_matches(ref, image_id)
         info = self.versions(ref, image_id)
         if info["ray"] != self.params["version"]:
             want = self.params["version"]
@@ -338,7 +347,7 @@ class ImageStore:
             )
         pinned = ref["digest"] or image_id
         return {
-            "changed": not there,
+            "changed": not there or (unread and check_mode),
             "installed": not there,
             "version_info": dict(info, image=pinned),
             "image": {"reference": reference, "digest": ref["digest"], "id": image_id, "source": source},

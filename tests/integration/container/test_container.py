@@ -13,6 +13,7 @@ purge (no container, unit, CDI spec or image left; a second one changes nothing)
 image from the archive.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -326,8 +327,41 @@ def test_a_killed_container_comes_back_by_itself(cluster):
     wait_until("3 nodes alive again", lambda: alive_nodes() == 3, timeout=300)
 
 
+XID = {"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}}
+HEALTHY = {"gpu": {"model": "H100"}}
+WATCH = ["-e", "raygate_watch=true", "-e", "raygate_watch_interval=15", "-e", "raygate_watch_drain_deadline=20"]
+
+
+def scenario(cluster, index, doc):
+    path = cluster["base"] / ("node%d.json" % index)
+    path.write_text(json.dumps(doc))
+    rc, out = run([SANDBOX, "scenario", str(index), str(path)])
+    assert rc == 0, out
+
+
+def watch_state(index):
+    rc, out = node(index, "cat /var/lib/raygate/watch/state.json")
+    return json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
+
+
+def test_the_watcher_takes_a_worker_out_on_an_xid_and_the_engine_keeps_it_out(cluster):
+    rc, out = play(cluster, "site.yml", *WATCH)
+    assert rc == 0, out[-4000:]
+    scenario(cluster, 2, XID)
+    try:
+        state = wait_until("node2 taken out", lambda: watch_state(2).get("taken_out"), timeout=180)
+        assert state["check"] == "xid" and "Xid 79" in state["reason"], state
+        # The head asked from inside the container, then the engine stopped it: no restart policy undoes it.
+        wait_until("2 nodes alive", lambda: alive_nodes() == 2, timeout=120)
+        assert not containers(2)["raygate-ray"][0], containers(2)
+        assert node(2, "pgrep -x raylet")[0] == 1
+        assert alive_nodes() == 2 and not containers(2)["raygate-ray"][0]
+    finally:
+        scenario(cluster, 2, HEALTHY)
+
+
 def test_teardown_with_purge_leaves_nothing_and_a_second_changes_nothing(cluster):
-    rc, out = play(cluster, "teardown.yml", "-e", "raygate_teardown_purge=true")
+    rc, out = play(cluster, "teardown.yml", "-e", "raygate_teardown_purge=true", *WATCH)
     assert rc == 0, out[-4000:]
     for index in NODES:
         rc, left = node(

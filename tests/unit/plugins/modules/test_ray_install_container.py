@@ -376,7 +376,8 @@ def test_check_mode_reads_the_marker_of_an_image_there(tmp_path, monkeypatch):
 
 
 def test_check_mode_without_a_marker_does_not_start_a_container(tmp_path, monkeypatch):
-    expect = dict(ANSWER, changed=False, version_info={"ray": "2.60.0", "python": None, "image": DIGEST})
+    # ...and predicts a change: the install must read the versions, before any start runs the image.
+    expect = dict(ANSWER, changed=True, version_info={"ray": "2.60.0", "python": None, "image": DIGEST})
     c = case([exists(0), inspect()], check_mode=True, expect=expect, absent=["{tmp}/opt"])
     run_case(c, ray_install.main, tmp_path, monkeypatch)
 

@@ -125,6 +125,8 @@ class NodeConfig:
     def write_record(self, digest, pid):
         os.makedirs(self.p["state_dir"], mode=0o755, exist_ok=True)
         record = {"config_hash": digest, "role": self.p["role"], "pid": pid, "started_at": time.time()}
+        if self.node.container.on():
+            record["image"] = self.p["image"]
         write_file(self.node.state_path, json.dumps(record, sort_keys=True) + "\n", mode=0o644)
 
     def removable(self, purge_files):

@@ -296,6 +296,14 @@ class Container:
             args += ["--ulimit", limit]
         return self.engine_cmd(*(args + list(p["container_run_args"]) + [p["image"], "ray", "start", "--help"]))
 
+    def image_changed(self, record):
+        """Why the node restarts when it runs another image than the one given (a new digest rolls
+        out by a re-run, whatever restart_on_change says), else None."""
+        was = record.get("image")
+        if not self.on() or not was or was == self.p["image"]:
+            return None
+        return "this node runs the image %s; restarting its container on %s" % (was, self.p["image"])
+
     def hint(self):
         """Where a failed start's output is: the container's log (nothing for a venv node)."""
         return "; its log: %s logs %s" % (self.p["engine"], self.name) if self.on() else ""

@@ -53,12 +53,12 @@ class Node:
         self.venv_bin = os.path.join(self.p["venv"], "bin")
         env = {"PATH": self.venv_bin + ":" + DEFAULT_PATH, "HOME": os.environ.get("HOME", "/root")}
         self.runner = CommandRunner(timeout=max(self.p["start_timeout"], 60), base_env=env)
-        self.ray = os.path.join(self.venv_bin, "ray")
+        self.ray = os.path.join(self.venv_bin, "ray") if self.p.get("runtime") != "container" else "ray"
         self.state_path = os.path.join(self.p["state_dir"], STATE_FILE)
         # Beside the virtualenv it describes: kept while the venv is, removed with it (purge).
         self.flags_path = os.path.join(os.path.realpath(self.p["venv"]), FLAGS_FILE)
-        if self.p.get("runtime") == "container":  # the image's `ray`; its flags per image, in the state dir
-            self.ray, self.flags_path = "ray", os.path.join(self.p["state_dir"], FLAGS_FILE)
+        if self.ray == "ray":  # the image's `ray`: its `ray start` flags per image, in the state dir
+            self.flags_path = os.path.join(self.p["state_dir"], FLAGS_FILE)
         self.env_path = os.path.join(self.p["config_dir"], "ray.env")
         self.labels_path = os.path.join(self.p["config_dir"], "labels.yaml")
         self.unit_path = os.path.join(self.p["unit_dir"], self.p["unit_name"] + ".service")
@@ -182,7 +182,7 @@ class Node:
     def keep_or_clear(self, plan, procs, raylet, record, digest, token_file_changed, result):
         """What runs here: left alone (returns the result), or stopped for a new start (returns None)."""
         rotating = self.auth.drift(procs)
-        renewing = bool(raylet) and self.tls.renewed()
+        renewing = bool(raylet) and (self.tls.renewed() or bool(self.container.image_changed(record)))
         dead = None if rotating or renewing else self.session.dead(plan, procs, raylet)
         settled = raylet and not (dead or rotating or renewing)
         if settled and record.get("config_hash") == digest and self.unit.supervised_ok():
@@ -196,7 +196,7 @@ class Node:
         if dead or rotating or renewing:
             # What runs here is no working member (see Session.dead), runs on the old token, or on a
             # certificate that was renewed: clear it, whatever restart_on_change says, and start again.
-            self.warnings.append(dead or restart_reason(rotating))
+            self.warnings.append(dead or restart_reason(rotating, raylet and self.container.image_changed(record)))
         elif not (raylet or procs):
             check_ports_free(self, plan)
             return None
@@ -313,8 +313,10 @@ def check_ports_free(node, plan):
         )
 
 
-def restart_reason(rotating):
+def restart_reason(rotating, new_image=None):
     """Why a running node is restarted whatever restart_on_change says (not a dead session)."""
+    if new_image:
+        return new_image
     if rotating:
         return "the auth token is being rotated (rotate_token); restarting this node"
     return "this node's TLS certificate or CA was renewed; restarting this node to use it"

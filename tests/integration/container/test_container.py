@@ -297,7 +297,7 @@ def test_bring_up_from_the_registry(cluster):
     assert rc == 0 and "succeeded" in ran, ran[-3000:]
     assert "HOSTS ['node1', 'node2', 'node3']" in ran, ran[-3000:]
     assert "UIDS [0]" not in ran, ran[-3000:]
-    status = re.search(r"Status \(in a shell on any node as root\): ([^\"\n]*)", out)
+    status = re.search(r"Status \(in a shell on any node as root\): ([^'\"\n]*)", out)
     assert status and status.group(1).strip() == "podman exec raygate-ray ray status", out[-3000:]
     assert alive_nodes() == 3, ray_status()
     token = _read(str(cluster["base"] / "token"))

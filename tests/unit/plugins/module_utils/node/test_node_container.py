@@ -230,3 +230,12 @@ def test_cli_runs_ray_commands_in_the_container_or_as_given():
         "drain-node",
     ]
     assert ct.Container(Node(runtime="venv")).cli(["/v/bin/ray", "x"]) == ["/v/bin/ray", "x"]
+
+
+def test_another_image_than_the_one_running_restarts_the_node():
+    box = ct.Container(Node())
+    assert box.image_changed({"image": box.p["image"]}) is None
+    assert box.image_changed({}) is None  # started before raygate recorded images: judged by the hash
+    said = box.image_changed({"image": "r.example/ray@sha256:" + "b" * 64})
+    assert said.startswith("this node runs the image r.example/ray@sha256:bbbb") and box.p["image"] in said
+    assert ct.Container(Node(runtime="venv")).image_changed({"image": "x"}) is None

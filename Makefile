@@ -120,6 +120,10 @@ bench-scale: bootstrap wheelhouse $(BENCH_VENV)/.stamp  ## bench/scale.py: site.
 bench-tls: bootstrap wheelhouse  ## bench/tls.py: bring-up and a 1 GiB object between 2 of 3 nodes, TLS off and on (root, ~10 min)
 	$(BIN)/python bench/tls.py $(BENCH_ARGS)
 
+.PHONY: bench-container
+bench-container: bootstrap wheelhouse image $(BENCH_VENV)/.stamp  ## bench/container.py: site.yml container (cold, warm) against venv at N=3, 6 (root, ~30 min)
+	$(BENCH_VENV)/bin/python bench/container.py $(BENCH_ARGS)
+
 # ---- tests -------------------------------------------------------------------------------
 .PHONY: lint
 lint: bootstrap  ## ruff, yamllint, ansible-lint (production profile), changelog lint

@@ -1,4 +1,6 @@
-#!/usr/bin/env python3
+# Copyright (c) 2026, raygate maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Bring-up (c) and re-run (d) of site.yml with raygate_runtime container against venv, on the sandbox.
 
 For each N (default 3 and 6), on fresh sandbox nodes (root; `make image` first):
@@ -146,7 +148,9 @@ def main(argv=None):
         rows = [one_size(bench, int(n), image, bench.work) for n in args.nodes.split(",")]
     finally:
         proc.terminate()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     cores = os.cpu_count()
     doc = {
         "date": time.strftime("%Y-%m-%d"),

@@ -156,13 +156,16 @@ def play(cluster, name, *extra):
 
 def containers(index):
     """{name: (running, started at)} of the node's containers (podman in the node)."""
-    rc, out = node(index, "podman ps --all --format '{{.Names}} {{.State}} {{.StartedAt}}'")
+    rc, out = node(
+        index,
+        "podman ps --all --format '{{.Names}}' | xargs -r podman inspect --format '{{.Name}} {{.State.Running}} {{.State.StartedAt}}'",
+    )
     assert rc == 0, out
     found = {}
     for line in out.splitlines():
         parts = line.split(None, 2)
         if len(parts) == 3:
-            found[parts[0]] = (parts[1] == "running", parts[2])
+            found[parts[0]] = (parts[1] == "true", parts[2])
     return found
 
 
@@ -306,7 +309,8 @@ def test_bring_up_from_the_registry(cluster):
     assert token.encode() not in capture.data
     # The host's view: every Ray process (in the node's /proc) runs as the service user, none as root.
     for index in NODES:
-        rc, users = node(index, "ps -o user= -p $(pgrep -d, -f 'raylet|gcs_server|default_worker')")
+        # (The brackets keep pgrep from matching this very shell's command line.)
+        rc, users = node(index, "ps -o user= -p $(pgrep -d, -f '[r]aylet|[g]cs_server|[d]efault_worker')")
         assert rc == 0 and set(users.split()) == {"ray"}, (index, users)
         assert containers(index)["raygate-ray"][0], index
 
@@ -348,8 +352,18 @@ def test_the_watcher_takes_a_worker_out_on_an_xid_and_the_engine_keeps_it_out(cl
     rc, out = play(cluster, "site.yml", *WATCH)
     assert rc == 0, out[-4000:]
     scenario(cluster, 2, XID)
+    seen = []
+
+    def taken_out():
+        seen[:] = [watch_state(2)]
+        return seen[0].get("taken_out")
+
     try:
-        state = wait_until("node2 taken out", lambda: watch_state(2).get("taken_out"), timeout=180)
+        try:
+            state = wait_until("node2 taken out", taken_out, timeout=180)
+        except BaseException:
+            log = node(2, "tail -n 40 /var/lib/raygate/watch/*.log /var/log/raygate*watch* 2>&1")[1]
+            raise AssertionError("node2 was not taken out; its watcher's state: %r\n%s" % (seen, log)) from None
         assert state["check"] == "xid" and "Xid 79" in state["reason"], state
         # The head asked from inside the container, then the engine stopped it: no restart policy undoes it.
         wait_until("2 nodes alive", lambda: alive_nodes() == 2, timeout=120)
@@ -366,7 +380,7 @@ def test_teardown_with_purge_leaves_nothing_and_a_second_changes_nothing(cluster
     for index in NODES:
         rc, left = node(
             index,
-            "podman ps -aq | wc -l; podman images -q | wc -l; pgrep -c -f 'raylet|gcs_server' || true;"
+            "podman ps -aq | wc -l; podman images -q | wc -l; pgrep -c -f '[r]aylet|[g]cs_server' || true;"
             " ls /var/run/cdi/raygate-nvidia.yaml /etc/systemd/system/raygate-ray.service /etc/raygate 2>&1"
             " | grep -vc 'No such'",
         )

@@ -149,9 +149,10 @@ def _node_container_args(v):
     if v["raygate_runtime"] != "container":
         return {}
     # The node watcher asks the head from inside the container: its script and library, at their paths.
-    mounts = [v["raygate_node_check_dir"]] if as_bool(v["raygate_watch"]) else []
+    # Always mounted (an empty directory until the watcher comes), so turning the watcher on or off is no
+    # new configuration: the running container already sees it.
     return {
-        "container_mounts": mounts,
+        "container_mounts": [v["raygate_node_check_dir"]],
         "runtime": "container",
         "engine": v["raygate_container_engine"],
         "image": v["raygate_image"],
@@ -697,7 +698,6 @@ READS = {
         "raygate_container_ulimits",
         "raygate_container_run_args",
         "raygate_container_ipc",
-        "raygate_watch",
         "raygate_node_check_dir",
         "raygate_gcs_reconnect_timeout",
     ),  # fmt: skip

@@ -53,7 +53,9 @@ def registry(work):
     proc = subprocess.Popen(["docker-registry", "serve", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        answer = bringup.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://%s/v2/" % REGISTRY])
+        answer = bringup.run(
+            ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://%s/v2/" % REGISTRY], check=False
+        )
         if answer.stdout.strip() == "200":
             return proc
         time.sleep(0.5)
@@ -68,6 +70,16 @@ def started(n):
 def one_size(bench, n, image, work):
     bringup.run([SANDBOX, "down"], check=False)
     bringup.run([SANDBOX, "up", str(n)])
+    # On the bridge, which exists while the sandbox is up.
+    proc = registry(work)
+    try:
+        return measure(bench, n, image, work)
+    finally:
+        proc.terminate()
+        bringup.run([SANDBOX, "down"], check=False)
+
+
+def measure(bench, n, image, work):
     for i in range(1, n + 1):
         sh(i, "mkdir -p /etc/cdi && cat > /etc/cdi/site-nvidia.yaml <<'EOF'\n%sEOF" % CDI_SPEC)
     inv = bench.inventory(n)
@@ -98,7 +110,6 @@ def one_size(bench, n, image, work):
     pulled = sh(1, "podman pull -q --tls-verify=false %s" % image)
     row["pull_one_node"] = time.monotonic() - t0 if pulled.returncode == 0 else None
     sh(1, "podman rmi -f %s" % image)
-    bringup.run([SANDBOX, "down"], check=False)
     return row
 
 
@@ -143,11 +154,7 @@ def main(argv=None):
     bench = bringup.Bench(args)
     os.makedirs(bench.work, exist_ok=True)
     bringup.run([os.path.join(ROOT, "tools", "image", "build.sh"), "registry", "start"])
-    proc = registry(bench.work)
-    try:
-        rows = [one_size(bench, int(n), image, bench.work) for n in args.nodes.split(",")]
-    finally:
-        proc.terminate()
+    rows = [one_size(bench, int(n), image, bench.work) for n in args.nodes.split(",")]
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=False
     )

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory
+from conftest import ROOT, SANDBOX, STATE, VENV_BIN, forget_connection, needs_root, node, run, scratch_inventory
 from packaging.requirements import Requirement
 
 pytestmark = [
@@ -243,6 +243,9 @@ def test_a_node_running_a_job_drains_and_the_job_keeps_running(cluster, tmp_path
 
 
 def test_an_unreachable_node_is_drained_as_unreachable_then_resumed(cluster):
+    # Dead before the run, as a node that died between runs: no SSH connection to it is left open
+    # (the fault and day-2 suites meet dead nodes over a persisted one too).
+    forget_connection("198.18.0.12")
     rc, out = run(["ip", "netns", "exec", "rg-node2", "ip", "link", "set", "eth0", "down"])
     assert rc == 0, out
     rc, out = health(cluster)

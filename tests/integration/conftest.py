@@ -1,5 +1,6 @@
 """Fixtures that run the real playbooks against sandbox nodes (root only)."""
 
+import json
 import os
 import re
 import shutil
@@ -138,6 +139,20 @@ def wait_until(what, check, timeout=300):
             return last
         time.sleep(1)
     pytest.fail("%s: not within %ss (last: %r)" % (what, timeout, last))
+
+
+def scenario(cluster, index, doc):
+    """Drive node ``index``'s simulated GPUs and fabric by the scenario ``doc`` (written under cluster["base"])."""
+    path = cluster["base"] / ("node%d.json" % index)
+    path.write_text(json.dumps(doc))
+    rc, out = run([SANDBOX, "scenario", str(index), str(path)])
+    assert rc == 0, out
+
+
+def watch_state(index):
+    """The node watcher's state file on node ``index`` ({} while there is none)."""
+    rc, out = node(index, "cat /var/lib/raygate/watch/state.json")
+    return json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
 
 
 class Capture:

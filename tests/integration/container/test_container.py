@@ -13,14 +13,13 @@ purge (no container, unit, CDI spec or image left; a second one changes nothing)
 image from the archive.
 """
 
-import json
 import os
 import re
 import subprocess
 import warnings
 
 import pytest
-from conftest import ROOT, SANDBOX, Capture, node, recap, run, scratch_inventory, wait_until
+from conftest import ROOT, SANDBOX, Capture, node, recap, run, scenario, scratch_inventory, wait_until, watch_state
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root, Podman and the sandbox")
 
@@ -329,18 +328,6 @@ def test_a_killed_container_comes_back_by_itself(cluster):
 XID = {"gpu": {"model": "H100", "faults": [{"type": "xid", "xid": 79, "gpu": 3}]}}
 HEALTHY = {"gpu": {"model": "H100"}}
 WATCH = ["-e", "raygate_watch=true", "-e", "raygate_watch_interval=15", "-e", "raygate_watch_drain_deadline=20"]
-
-
-def scenario(cluster, index, doc):
-    path = cluster["base"] / ("node%d.json" % index)
-    path.write_text(json.dumps(doc))
-    rc, out = run([SANDBOX, "scenario", str(index), str(path)])
-    assert rc == 0, out
-
-
-def watch_state(index):
-    rc, out = node(index, "cat /var/lib/raygate/watch/state.json")
-    return json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
 
 
 def test_the_watcher_takes_a_worker_out_on_an_xid_and_the_engine_keeps_it_out(cluster):

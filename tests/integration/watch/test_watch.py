@@ -26,7 +26,19 @@ import time
 import urllib.request
 
 import pytest
-from conftest import ROOT, SANDBOX, STATE, VENV_BIN, needs_root, node, run, scratch_inventory, wait_until
+from conftest import (
+    ROOT,
+    SANDBOX,
+    STATE,
+    VENV_BIN,
+    needs_root,
+    node,
+    run,
+    scenario,
+    scratch_inventory,
+    wait_until,
+    watch_state,
+)
 
 pytestmark = [
     needs_root,
@@ -100,18 +112,6 @@ def job(command):
 
 def play(cluster, name, *extra):
     return run([os.path.join(VENV_BIN, "ansible-playbook"), "-i", cluster["inv"], os.path.join(ROOT, name), *extra])
-
-
-def scenario(cluster, index, doc):
-    path = cluster["base"] / ("node%d.json" % index)
-    path.write_text(json.dumps(doc))
-    rc, out = run([SANDBOX, "scenario", str(index), str(path)])
-    assert rc == 0, out
-
-
-def watch_state(index):
-    rc, out = node(index, "cat /var/lib/raygate/watch/state.json")
-    return json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
 
 
 def slurm_state(name):

@@ -355,9 +355,11 @@ def check_gpus(box, check_mode, engine=True):
                 % (device, len(where), ", ".join(path for path, version in where))
             )
         path, version = where[0]
-        if engine and box.p["engine"] == "podman" and podman_before_44(box):
-            parsed = _version_tuple(version or "")
-            if parsed is None or parsed > PODMAN_43_CDI_MAX:
+        parsed = _version_tuple(version or "")
+        # The engine's version is asked only of a spec newer than any Podman reads: a re-run with the
+        # usual spec costs no engine call here.
+        if parsed is None or parsed > PODMAN_43_CDI_MAX:
+            if engine and box.p["engine"] == "podman" and podman_before_44(box):
                 box.node.fail(
                     "the CDI spec %s has cdiVersion %s, which this Podman (before 4.4) ignores: write it with "
                     "cdiVersion 0.5.0 (nvidia-ctk cdi generate --format yaml, then edit), or upgrade Podman"

@@ -239,3 +239,10 @@ def test_another_image_than_the_one_running_restarts_the_node():
     said = box.image_changed({"image": "r.example/ray@sha256:" + "b" * 64})
     assert said.startswith("this node runs the image r.example/ray@sha256:bbbb") and box.p["image"] in said
     assert ct.Container(Node(runtime="venv")).image_changed({"image": "x"}) is None
+
+
+def test_a_spec_every_podman_reads_asks_the_engine_nothing(monkeypatch, tmp_path):
+    _spec(tmp_path, "a.yaml", version="0.5.0")
+    runner = Runner(answers={"version": (0, "4.3.1\n", "")})
+    _check(monkeypatch, tmp_path, Node(runner), check_mode=True)
+    assert not [call for call in runner.calls if "version" in call]
